@@ -1,0 +1,51 @@
+# TokenGate — the two commands a newcomer needs are `make dev` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+DATA        ?= $(CURDIR)/.data
+DEV_PG_PORT ?= 54329
+TEST_PG_PORT ?= 54339
+SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
+
+.PHONY: help deps build release test lint dev bench clean
+
+help:
+	@echo "make dev    build, start a throwaway PostgreSQL, migrate and serve on 127.0.0.1:8080"
+	@echo "make test   lint, build and run every test against a throwaway PostgreSQL"
+	@echo "make bench  release build + wrk against TokenGate and nginx (see bench/)"
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	swift build $(SWIFT_FLAGS)
+
+release: deps
+	swift build -c release
+
+lint:
+	swift format lint --strict --recursive --parallel Package.swift Sources Tests
+
+# Tests run against a real PostgreSQL cluster that lives only for this run.
+test: deps lint
+	swift build --build-tests $(SWIFT_FLAGS)
+	@set -euo pipefail; \
+	  dir=$$(mktemp -d /tmp/tokengate-test-pg.XXXXXX); \
+	  trap 'scripts/pg.sh stop "$$dir/pg"; rm -rf "$$dir"' EXIT; \
+	  url=$$(scripts/pg.sh start "$$dir/pg" $(TEST_PG_PORT)); \
+	  TOKENGATE_TEST_DATABASE_URL="$$url" swift test --skip-build 2>&1 | tee "$$dir/test.log"; \
+	  grep -qE "Test run with [1-9][0-9]* tests? .*passed" "$$dir/test.log"
+
+dev: deps build
+	@mkdir -p $(DATA)
+	@url=$$(scripts/pg.sh start $(DATA)/pg $(DEV_PG_PORT)); \
+	  echo "PostgreSQL: $$url (data in $(DATA)/pg; 'scripts/pg.sh stop $(DATA)/pg' stops it)"; \
+	  TOKENGATE_DATABASE_URL="$$url" .build/debug/tokengate migrate && \
+	  TOKENGATE_DATABASE_URL="$$url" exec .build/debug/tokengate serve --config deploy/dev/tokengate.yaml
+
+bench: deps
+	bench/run.sh
+
+clean:
+	-scripts/pg.sh stop $(DATA)/pg
+	rm -rf .build $(DATA)

@@ -1,0 +1,113 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Settings every Swift target shares, so no C type leaks into a public signature
+/// and every module builds under the same rules.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "TokenGate",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "tokengate", targets: ["tokengate"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+    ],
+    targets: [
+        // Layer 1: C libraries and the smallest shims over what Swift cannot import.
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(
+            name: "CCurl", pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]),
+        .target(
+            name: "CShims",
+            dependencies: ["CMicroHTTPD", "CCurl", "COpenSSL"],
+            cSettings: [.define("CURL_STRICTER")]),
+
+        // Layer 2: Swift wrappers that know C but not OAuth.
+        .target(
+            name: "TGHTTPServer",
+            dependencies: [
+                "CMicroHTTPD", "CShims",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strictSettings),
+        .target(
+            name: "TGHTTPClient",
+            dependencies: [
+                "CCurl", "CShims",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            cSettings: [.define("CURL_STRICTER")],
+            swiftSettings: strictSettings),
+        .target(
+            name: "TGPostgres",
+            dependencies: ["CLibPQ"],
+            swiftSettings: strictSettings),
+        .target(
+            name: "TGCrypto",
+            dependencies: ["COpenSSL", "CShims"],
+            swiftSettings: strictSettings),
+
+        // Layer 4: routes, middleware, configuration; the executable is CLI only.
+        .target(
+            name: "TGApp",
+            dependencies: [
+                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: strictSettings),
+        .executableTarget(
+            name: "tokengate",
+            dependencies: [
+                "TGApp",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings),
+
+        // Test support: test database, helpers shared by the suites.
+        .target(
+            name: "TGTesting",
+            dependencies: ["TGPostgres", "TGHTTPClient"],
+            swiftSettings: strictSettings),
+
+        .testTarget(
+            name: "TGHTTPServerTests",
+            dependencies: ["TGHTTPServer", "TGHTTPClient", "TGTesting"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "TGHTTPClientTests",
+            dependencies: ["TGHTTPClient", "TGHTTPServer", "TGTesting"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "TGPostgresTests",
+            dependencies: ["TGPostgres", "TGTesting"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "TGCryptoTests",
+            dependencies: ["TGCrypto"],
+            swiftSettings: strictSettings),
+        .testTarget(
+            name: "TGAppTests",
+            dependencies: ["TGApp", "TGTesting"],
+            swiftSettings: strictSettings),
+    ]
+)

@@ -1,0 +1,26 @@
+#include "CShims_mhd.h"
+
+struct MHD_Daemon *CShims_MHD_start_daemon(unsigned int flags, uint16_t port,
+                                           MHD_AcceptPolicyCallback apc, void *apc_cls,
+                                           MHD_AccessHandlerCallback dh, void *dh_cls,
+                                           struct MHD_OptionItem *options) {
+    return MHD_start_daemon(flags, port, apc, apc_cls, dh, dh_cls,
+                            MHD_OPTION_ARRAY, options, MHD_OPTION_END);
+}
+
+const struct sockaddr *CShims_MHD_client_address(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return info == NULL ? NULL : info->client_addr;
+}
+
+uint16_t CShims_MHD_bound_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}
+
+unsigned int CShims_MHD_current_connections(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info == NULL ? 0 : info->num_connections;
+}

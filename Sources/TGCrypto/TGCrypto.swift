@@ -1,0 +1,1 @@
+// TGCrypto — placeholder until the module lands; replaced by its real sources.

@@ -1,0 +1,1 @@
+// TGHTTPClient — placeholder until the module lands; replaced by its real sources.

@@ -1,0 +1,1 @@
+// TGHTTPServer — placeholder until the module lands; replaced by its real sources.

@@ -1,0 +1,1 @@
+// TGPostgres — placeholder until the module lands; replaced by its real sources.

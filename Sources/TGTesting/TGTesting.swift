@@ -1,0 +1,1 @@
+// TGTesting — placeholder until the module lands; replaced by its real sources.

@@ -1,0 +1,3 @@
+import TGApp
+
+print(tokenGateVersion)
