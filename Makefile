@@ -30,7 +30,7 @@ lint:
 test: deps lint
 	swift build --build-tests $(SWIFT_FLAGS)
 	@set -euo pipefail; \
-	  dir=$$(mktemp -d /tmp/tokengate-test-pg.XXXXXX); \
+	  dir=$$(mktemp -d /tmp/tokengate-test-pg.XXXXXX); chmod 755 "$$dir"; \
 	  trap 'scripts/pg.sh stop "$$dir/pg"; rm -rf "$$dir"' EXIT; \
 	  url=$$(scripts/pg.sh start "$$dir/pg" $(TEST_PG_PORT)); \
 	  TOKENGATE_TEST_DATABASE_URL="$$url" swift test --skip-build 2>&1 | tee "$$dir/test.log"; \

@@ -24,21 +24,30 @@ let package = Package(
     targets: [
         // Layer 1: C libraries and the smallest shims over what Swift cannot import.
         .systemLibrary(
-            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
-            providers: [.apt(["libmicrohttpd-dev"])]),
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
         .systemLibrary(
-            name: "CCurl", pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]),
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .systemLibrary(
-            name: "CLibPQ", pkgConfig: "libpq",
-            providers: [.apt(["libpq-dev"])]),
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .systemLibrary(
-            name: "COpenSSL", pkgConfig: "libcrypto",
-            providers: [.apt(["libssl-dev"])]),
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(
             name: "CShims",
             dependencies: ["CMicroHTTPD", "CCurl", "COpenSSL"],
-            cSettings: [.define("CURL_STRICTER")]),
+            cSettings: [.define("CURL_STRICTER")]
+        ),
 
         // Layer 2: Swift wrappers that know C but not OAuth.
         .target(
@@ -47,7 +56,8 @@ let package = Package(
                 "CMicroHTTPD", "CShims",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "TGHTTPClient",
             dependencies: [
@@ -55,15 +65,18 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             cSettings: [.define("CURL_STRICTER")],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "TGPostgres",
             dependencies: ["CLibPQ"],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "TGCrypto",
             dependencies: ["COpenSSL", "CShims"],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
 
         // Layer 4: routes, middleware, configuration; the executable is CLI only.
         .target(
@@ -74,40 +87,48 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
             ],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "tokengate",
             dependencies: [
                 "TGApp",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
 
         // Test support: test database, helpers shared by the suites.
         .target(
             name: "TGTesting",
             dependencies: ["TGPostgres", "TGHTTPClient"],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
 
         .testTarget(
             name: "TGHTTPServerTests",
             dependencies: ["TGHTTPServer", "TGHTTPClient", "TGTesting"],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "TGHTTPClientTests",
             dependencies: ["TGHTTPClient", "TGHTTPServer", "TGTesting"],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "TGPostgresTests",
             dependencies: ["TGPostgres", "TGTesting"],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "TGCryptoTests",
             dependencies: ["TGCrypto"],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "TGAppTests",
             dependencies: ["TGApp", "TGTesting"],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
     ]
 )

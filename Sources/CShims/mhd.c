@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include "CShims_mhd.h"
 
 struct MHD_Daemon *CShims_MHD_start_daemon(unsigned int flags, uint16_t port,
@@ -24,3 +25,13 @@ unsigned int CShims_MHD_current_connections(struct MHD_Daemon *daemon) {
         MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
     return info == NULL ? 0 : info->num_connections;
 }
+
+void CShims_MHD_log_adapter(void *target, const char *format, va_list arguments) {
+    CShims_MHD_LogTarget *log = target;
+    if (log == NULL || log->sink == NULL) return;
+    char message[512];
+    vsnprintf(message, sizeof message, format, arguments);
+    log->sink(log->context, message);
+}
+
+intptr_t CShims_MHD_log_adapter_address(void) { return (intptr_t)&CShims_MHD_log_adapter; }

@@ -1,6 +1,7 @@
 #ifndef CSHIMS_MHD_H
 #define CSHIMS_MHD_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <microhttpd.h>
@@ -20,5 +21,18 @@ uint16_t CShims_MHD_bound_port(struct MHD_Daemon *daemon);
 
 // MHD_get_daemon_info is variadic: connections currently open.
 unsigned int CShims_MHD_current_connections(struct MHD_Daemon *daemon);
+
+// MHD_LogCallback takes a va_list, which Swift cannot receive in a @convention(c) closure. This
+// adapter formats the message and hands it to `sink` (an MHD_OPTION_EXTERNAL_LOGGER callback
+// whose closure argument must point to a CShims_MHD_LogTarget that outlives the daemon).
+typedef struct CShims_MHD_LogTarget {
+    void (*sink)(void *context, const char *message);
+    void *context;
+} CShims_MHD_LogTarget;
+
+void CShims_MHD_log_adapter(void *target, const char *format, va_list arguments);
+
+// The adapter's address as an MHD_OptionItem value (Swift cannot name a va_list function).
+intptr_t CShims_MHD_log_adapter_address(void);
 
 #endif

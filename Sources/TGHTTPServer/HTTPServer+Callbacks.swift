@@ -1,0 +1,220 @@
+import CMicroHTTPD
+import CShims
+import HTTPTypes
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The C entry points libmicrohttpd calls. They live in a library file (not main.swift) so they are
+// isolation-checked; each recovers the server from its context pointer.
+
+/// Request line parsed: allocate the request's context (released when the request completes).
+let uriLogCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = {
+    serverPointer,
+    uri,
+    connection in
+    let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
+    server.inFlight.add(1, ordering: .relaxed)
+    let context = RequestContext(target: uri.map { String(cString: $0) } ?? "/", connection: connection)
+    return Unmanaged.passRetained(context).toOpaque()
+}
+
+/// Request finished (answered, failed or connection closed): release its context.
+let requestCompletedCallback:
+    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?, MHD_RequestTerminationCode) -> Void = {
+        serverPointer,
+        _,
+        contextSlot,
+        _ in
+        let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
+        guard let contextSlot, let raw = contextSlot.pointee else { return }
+        contextSlot.pointee = nil
+        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
+        server.lock(for: context).withLock { context.connection = nil }
+        server.inFlight.subtract(1, ordering: .releasing)
+    }
+
+/// libmicrohttpd's diagnostics, already formatted by `CShims_MHD_log_adapter`.
+let diagnosticsCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void = { serverPointer, message in
+    let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
+    guard let sink = server.configuration.diagnosticsSink, let message else { return }
+    sink(String(cString: message).trimmingSuffixNewlines())
+}
+
+/// Called at least twice per request: headers, then body chunks, then the end of the body (and
+/// once more after a resume).
+let accessHandler:
+    @convention(c) (
+        UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?,
+        UnsafePointer<CChar>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    ) -> MHD_Result = { serverPointer, connection, _, method, _, uploadData, uploadSize, contextSlot in
+        let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
+        guard let connection, let contextSlot, let raw = contextSlot.pointee, let uploadSize else { return MHD_Result.NO }
+        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        return server.handle(context, connection: connection, method: method, uploadData: uploadData, uploadSize: uploadSize)
+    }
+
+extension HTTPServer {
+    fileprivate func handle(
+        _ context: RequestContext,
+        connection: OpaquePointer,
+        method: UnsafePointer<CChar>?,
+        uploadData: UnsafePointer<CChar>?,
+        uploadSize: UnsafeMutablePointer<Int>
+    ) -> MHD_Result {
+        switch context.stage {
+        case .new:
+            context.stage = .receiving
+            guard let method, let parsed = HTTPRequest.Method(String(cString: method)) else {
+                context.stage = .rejected
+                return queue(Self.problem(.badRequest, "bad_request", "The request method is not valid."), on: connection)
+            }
+            context.method = parsed
+            collectHeaders(connection, into: context)
+            if let length = context.headerFields[.contentLength].flatMap({ Int($0) }), length > configuration.maxBodySize {
+                context.stage = .rejected
+                return queue(Self.bodyTooLarge, on: connection)
+            }
+            return MHD_Result.YES
+        case .receiving:
+            let count = uploadSize.pointee
+            if count > 0 {
+                uploadSize.pointee = 0
+                guard context.body.count + count <= configuration.maxBodySize else {
+                    context.stage = .discarding(dropped: context.body.count + count)
+                    context.body = []
+                    return MHD_Result.YES
+                }
+                if let uploadData {
+                    uploadData.withMemoryRebound(to: UInt8.self, capacity: count) {
+                        context.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
+                    }
+                }
+                return MHD_Result.YES
+            }
+            context.stage = .dispatched
+            return dispatch(context, connection: connection)
+        case .rejected:
+            uploadSize.pointee = 0
+            return MHD_Result.YES
+        case .discarding(let dropped):
+            let count = uploadSize.pointee
+            guard count > 0 else { return queue(Self.bodyTooLarge, on: connection) }
+            uploadSize.pointee = 0
+            // Reading a little past the limit buys a clean 413; a client that keeps sending is cut off.
+            guard dropped + count <= 2 * configuration.maxBodySize + 65536 else { return MHD_Result.NO }
+            context.stage = .discarding(dropped: dropped + count)
+            return MHD_Result.YES
+        case .dispatched:
+            let response = lock(for: context).withLock { context.bridge.takeResponse() }
+            guard let response else { return MHD_Result.NO }
+            return queue(response, on: connection)
+        }
+    }
+
+    private func dispatch(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
+        let head = HTTPRequest(
+            method: context.method,
+            scheme: "http",
+            authority: context.headerFields[Self.hostField],
+            path: context.target,
+            headerFields: context.headerFields
+        )
+        let request = ServerRequest(head: head, body: context.body, remoteAddress: Self.peerAddress(connection))
+        context.body = []
+        switch handler(request) {
+        case .response(let response):
+            return queue(response, on: connection)
+        case .async(let respond):
+            context.startsInline = true
+            let task = Task(executorPreference: context) { [unowned self] in
+                let response = await respond(request)
+                self.complete(context, with: response)
+            }
+            let lock = lock(for: context)
+            lock.lock()
+            switch context.bridge.startReturned() {
+            case .queue(let response):
+                lock.unlock()
+                return queue(response, on: connection)
+            case .suspend:
+                context.task = task
+                context.deadline = ContinuousClock.now.advanced(by: configuration.requestTimeout)
+                MHD_suspend_connection(connection)
+                suspensions.add(1, ordering: .relaxed)
+                deadlines.register(context)
+                lock.unlock()
+                return MHD_Result.YES
+            }
+        }
+    }
+
+    /// Delivers a handler's (or the deadline's) answer; resumes the connection if it waits.
+    func complete(_ context: RequestContext, with response: ServerResponse) {
+        let lock = lock(for: context)
+        lock.lock()
+        let action = context.bridge.complete(response)
+        let task = context.task
+        let registered = context.deadline != nil
+        if action == .resume, let connection = context.connection {
+            MHD_resume_connection(connection)
+        }
+        lock.unlock()
+        if registered {
+            deadlines.remove(context)
+            if response.status == .serviceUnavailable { task?.cancel() }
+        }
+    }
+
+    private func collectHeaders(_ connection: OpaquePointer, into context: RequestContext) {
+        let raw = Unmanaged.passUnretained(context).toOpaque()
+        _ = MHD_get_connection_values_n(
+            connection,
+            MHD_ValueKind.HEADER_KIND,
+            { raw, _, key, keySize, value, valueSize in
+                let context = Unmanaged<RequestContext>.fromOpaque(raw!).takeUnretainedValue()
+                guard let key, let name = HTTPField.Name(HTTPServer.string(key, keySize)) else { return MHD_Result.YES }
+                let text = value.map { HTTPServer.string($0, valueSize) } ?? ""
+                context.headerFields.append(HTTPField(name: name, value: text))
+                return MHD_Result.YES
+            },
+            raw
+        )
+    }
+
+    fileprivate static func string(_ pointer: UnsafePointer<CChar>, _ count: Int) -> String {
+        pointer.withMemoryRebound(to: UInt8.self, capacity: count) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
+        }
+    }
+
+    private static func peerAddress(_ connection: OpaquePointer) -> String? {
+        guard let address = CShims_MHD_client_address(connection) else { return nil }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+                var ip = v4.pointee.sin_addr
+                _ = inet_ntop(AF_INET, &ip, &buffer, socklen_t(buffer.count))
+            }
+        case AF_INET6:
+            address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                var ip = v6.pointee.sin6_addr
+                _ = inet_ntop(AF_INET6, &ip, &buffer, socklen_t(buffer.count))
+            }
+        default:
+            return nil
+        }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffixNewlines() -> String {
+        var text = self
+        while text.last?.isNewline == true { text.removeLast() }
+        return text
+    }
+}

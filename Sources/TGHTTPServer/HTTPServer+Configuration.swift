@@ -1,0 +1,44 @@
+extension HTTPServer {
+    /// Listening address, thread pool and the limits that protect the server from its clients.
+    public struct Configuration: Sendable {
+        /// IPv4 or IPv6 address literal to bind. Default `127.0.0.1`.
+        public var host: String = "127.0.0.1"
+        /// TCP port; 0 picks a free one (see ``HTTPServer/port``).
+        public var port: UInt16 = 0
+        /// Event-loop threads (epoll, one per core by default). Handlers never block them.
+        public var threads: Int = HTTPServer.defaultThreadCount
+        /// Open connections at most; further clients are refused at accept.
+        public var connectionLimit: Int = 4096
+        /// Connections at most from one IP address (0: no per-IP limit).
+        public var perIPConnectionLimit: Int = 0
+        /// A connection with no traffic for this many seconds is closed (slow or idle clients).
+        public var connectionTimeoutSeconds: Int = 15
+        /// Request bodies larger than this are refused with 413, before reading them when
+        /// `Content-Length` says so.
+        public var maxBodySize: Int = 1 << 20
+        /// Memory per connection for the request head; heads larger than this are refused (431/413).
+        public var connectionMemoryLimit: Int = 64 * 1024
+        /// An async handler that has not answered by then gets 503 and is cancelled. A suspended
+        /// connection never times out by itself, so this is the deadline of every deferred request.
+        public var requestTimeout: Duration = .seconds(30)
+        /// How long `shutdown()` waits for in-flight requests before answering them 503.
+        public var drainTimeout: Duration = .seconds(10)
+        /// Where libmicrohttpd's own diagnostics go (they carry no request data). Default: dropped.
+        public var diagnosticsSink: (@Sendable (String) -> Void)?
+
+        public init() {}
+    }
+
+    /// One event-loop thread per core, at least one.
+    public static var defaultThreadCount: Int {
+        #if canImport(Glibc)
+        return max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        #else
+        return 2
+        #endif
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

@@ -1,0 +1,80 @@
+import CMicroHTTPD
+import HTTPTypes
+
+// Turning a `ServerResponse` into a libmicrohttpd response, on the connection's thread.
+
+/// Content reader for streamed bodies: called on the connection's thread.
+let streamReaderCallback: @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafeMutablePointer<CChar>?, Int) -> Int = {
+    streamPointer,
+    _,
+    buffer,
+    capacity in
+    let stream = Unmanaged<ResponseStream>.fromOpaque(streamPointer!).takeUnretainedValue()
+    guard let buffer else { return ResponseStream.endWithError }
+    return stream.read(into: buffer, capacity: capacity)
+}
+
+/// The response was destroyed: release the stream and tell its producer.
+let streamFreeCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { streamPointer in
+    let stream = Unmanaged<ResponseStream>.fromOpaque(streamPointer!).takeRetainedValue()
+    stream.close()
+}
+
+extension HTTPServer {
+    /// Header fields the server manages itself; a handler's values for them are ignored.
+    private static let managedFields: Set<HTTPField.Name> = [.contentLength, .transferEncoding, .connection]
+
+    func queue(_ response: ServerResponse, on connection: OpaquePointer) -> MHD_Result {
+        let mhdResponse: OpaquePointer?
+        switch response.body {
+        case .bytes(let bytes):
+            mhdResponse = bytes.withUnsafeBytes { raw in
+                MHD_create_response_from_buffer(
+                    raw.count,
+                    UnsafeMutableRawPointer(mutating: raw.baseAddress),
+                    MHD_ResponseMemoryMode.RESPMEM_MUST_COPY
+                )
+            }
+        case .stream(let produce):
+            let stream = ResponseStream(connection: connection)
+            mhdResponse = MHD_create_response_from_callback(
+                UInt64.max,
+                32 * 1024,
+                streamReaderCallback,
+                Unmanaged.passRetained(stream).toOpaque(),
+                streamFreeCallback
+            )
+            if mhdResponse != nil {
+                let writer = ResponseBodyWriter(stream: stream)
+                Task {
+                    do {
+                        try await produce(writer)
+                        stream.end(failed: false)
+                    } catch {
+                        stream.end(failed: true)
+                    }
+                }
+            }
+        }
+        guard let mhdResponse else { return MHD_Result.NO }
+        defer { MHD_destroy_response(mhdResponse) }
+        for field in response.headerFields where !Self.managedFields.contains(field.name) {
+            _ = MHD_add_response_header(mhdResponse, field.name.rawName, field.value)
+        }
+        return MHD_queue_response(connection, UInt32(response.status.code), mhdResponse)
+    }
+
+    static let hostField = HTTPField.Name("Host")!
+
+    static let bodyTooLarge = problem(
+        .contentTooLarge,
+        "body_too_large",
+        "The request body is larger than this server accepts."
+    )
+
+    /// A small RFC 9457 problem document, for answers the server gives on its own.
+    static func problem(_ status: HTTPResponse.Status, _ code: String, _ detail: String) -> ServerResponse {
+        let body = #"{"type":"about:blank","title":"\#(status.reasonPhrase)","status":\#(status.code),"code":"\#(code)","detail":"\#(detail)"}"#
+        return ServerResponse(status: status, contentType: "application/problem+json", body: body)
+    }
+}

@@ -1,0 +1,54 @@
+import CMicroHTTPD
+import HTTPTypes
+
+/// Everything the server keeps for one request, from the URI-log callback (which allocates it)
+/// to the request-completed callback (which releases it).
+///
+/// It is also the task executor of the request's handler task: the task's first job runs inline on
+/// the libmicrohttpd thread that dispatched it, so a handler that never truly suspends answers
+/// without a thread hop and without suspending the connection; every later job goes to the
+/// global concurrent executor, so no MHD thread ever waits on a handler's I/O.
+final class RequestContext: TaskExecutor, @unchecked Sendable {
+    // Invariants:
+    // - `stage`, `head`, `headerFields`, `body` are touched only on the connection's MHD thread
+    //   (MHD calls a connection's callbacks on one thread at a time).
+    // - `bridge`, `task` and `connection` are touched only with the server's lock for this context
+    //   held (see `HTTPServer.lock(for:)`).
+    // - `startsInline` is set on the MHD thread right before the handler task is created and read
+    //   in `enqueue`, whose first call happens synchronously inside that task creation; later calls
+    //   happen after the first job ran, so they observe `false`.
+    enum Stage {
+        case new
+        case receiving
+        case rejected
+        /// The body passed the limit mid-way: the rest is read and dropped (up to a bound), then
+        /// 413 is answered; libmicrohttpd accepts a response only before or after the body.
+        case discarding(dropped: Int)
+        case dispatched
+    }
+
+    let target: String
+    var connection: OpaquePointer?
+    var stage: Stage = .new
+    var method: HTTPRequest.Method = .get
+    var headerFields = HTTPFields()
+    var body: [UInt8] = []
+    var bridge = BridgeStateMachine<ServerResponse>()
+    var task: Task<Void, Never>?
+    var deadline: ContinuousClock.Instant?
+    var startsInline = false
+
+    init(target: String, connection: OpaquePointer?) {
+        self.target = target
+        self.connection = connection
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        if startsInline {
+            startsInline = false
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        } else {
+            globalConcurrentExecutor.enqueue(job)
+        }
+    }
+}

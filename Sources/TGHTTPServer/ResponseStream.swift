@@ -1,0 +1,138 @@
+import CMicroHTTPD
+
+/// Writes the chunks of a streamed response body. Writing waits while the client is behind
+/// (back-pressure), and throws ``HTTPServerError/clientGone`` once the connection is closed.
+public struct ResponseBodyWriter: Sendable {
+    let stream: ResponseStream
+
+    /// Queues `bytes` for sending; returns once they are buffered below the high-water mark.
+    public func write(_ bytes: [UInt8]) async throws {
+        try await stream.write(bytes)
+    }
+}
+
+/// The buffer between a body producer (any task) and libmicrohttpd's content-reader callback
+/// (the connection's MHD thread). When the reader finds the buffer empty it suspends the
+/// connection; the next write or the end resumes it.
+final class ResponseStream: @unchecked Sendable {
+    // Invariant: every mutable field is read and written only with `lock` held, and the connection
+    // is suspended and resumed only with `lock` held, guided by `readerSuspended`, so a resume
+    // always follows its suspend and never happens twice.
+    private let lock = Lock()
+    private var connection: OpaquePointer?
+    private var chunks: [[UInt8]] = []
+    private var firstChunk = 0
+    private var offset = 0
+    private var buffered = 0
+    private var ended = false
+    private var failed = false
+    private var closed = false
+    private var readerSuspended = false
+    private var writerWaiter: CheckedContinuation<Void, any Error>?
+
+    static let highWater = 256 * 1024
+
+    init(connection: OpaquePointer?) {
+        self.connection = connection
+    }
+
+    func write(_ bytes: [UInt8]) async throws {
+        guard !bytes.isEmpty else { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            lock.lock()
+            if closed || ended {
+                lock.unlock()
+                continuation.resume(throwing: HTTPServerError.clientGone)
+                return
+            }
+            chunks.append(bytes)
+            buffered += bytes.count
+            resumeReaderLocked()
+            if buffered > Self.highWater {
+                writerWaiter = continuation
+                lock.unlock()
+            } else {
+                lock.unlock()
+                continuation.resume()
+            }
+        }
+    }
+
+    /// The producer is done (`failed`: it threw, so the body must end abnormally).
+    func end(failed: Bool) {
+        lock.withLock {
+            guard !ended else { return }
+            ended = true
+            self.failed = failed
+            resumeReaderLocked()
+        }
+    }
+
+    /// MHD's content reader: copy buffered bytes, or report the end, or suspend until more come.
+    func read(into destination: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
+        lock.lock()
+        if buffered > 0 {
+            var copied = 0
+            while copied < capacity, firstChunk < chunks.count {
+                let chunk = chunks[firstChunk]
+                let count = min(capacity - copied, chunk.count - offset)
+                chunk.withUnsafeBytes { raw in
+                    UnsafeMutableRawPointer(destination + copied).copyMemory(
+                        from: raw.baseAddress! + offset,
+                        byteCount: count
+                    )
+                }
+                copied += count
+                offset += count
+                if offset == chunk.count {
+                    firstChunk += 1
+                    offset = 0
+                }
+            }
+            buffered -= copied
+            if firstChunk > 64 || firstChunk == chunks.count {
+                chunks.removeFirst(firstChunk)
+                firstChunk = 0
+            }
+            var waiter: CheckedContinuation<Void, any Error>?
+            if buffered <= Self.highWater / 2 {
+                waiter = writerWaiter
+                writerWaiter = nil
+            }
+            lock.unlock()
+            waiter?.resume()
+            return copied
+        }
+        if ended {
+            lock.unlock()
+            return failed ? Self.endWithError : Self.endOfStream
+        }
+        readerSuspended = true
+        if let connection { MHD_suspend_connection(connection) }
+        lock.unlock()
+        return 0
+    }
+
+    /// The response was destroyed: the connection is finished; producers must stop.
+    func close() {
+        lock.lock()
+        closed = true
+        connection = nil
+        chunks = []
+        buffered = 0
+        let waiter = writerWaiter
+        writerWaiter = nil
+        lock.unlock()
+        waiter?.resume(throwing: HTTPServerError.clientGone)
+    }
+
+    private func resumeReaderLocked() {
+        guard readerSuspended, let connection else { return }
+        readerSuspended = false
+        MHD_resume_connection(connection)
+    }
+
+    /// `MHD_CONTENT_READER_END_OF_STREAM` and `MHD_CONTENT_READER_END_WITH_ERROR` (cast macros).
+    static let endOfStream = -1
+    static let endWithError = -2
+}

@@ -1,0 +1,142 @@
+public import HTTPTypes
+
+/// A request as the server received it: the head, the whole body (at most the configured size),
+/// and the peer's address.
+public struct ServerRequest: Sendable {
+    /// Method, scheme, authority (the `Host` header) and the raw request target (path and query,
+    /// exactly as sent: nothing is unescaped).
+    public var head: HTTPRequest
+    /// The request body, complete. Its size never exceeds `HTTPServer.Configuration.maxBodySize`.
+    public var body: [UInt8]
+    /// The TCP peer's IP address as text (`127.0.0.1`, `::1`), or nil if unknown.
+    public var remoteAddress: String?
+
+    public init(head: HTTPRequest, body: [UInt8] = [], remoteAddress: String? = nil) {
+        self.head = head
+        self.body = body
+        self.remoteAddress = remoteAddress
+    }
+
+    /// The path without the query, still percent-encoded as sent.
+    public var path: Substring {
+        let target = head.path ?? "/"
+        guard let mark = target.firstIndex(of: "?") else { return target[...] }
+        return target[..<mark]
+    }
+
+    /// The raw query string after `?`, or nil when there is none.
+    public var rawQuery: Substring? {
+        let target = head.path ?? "/"
+        guard let mark = target.firstIndex(of: "?") else { return nil }
+        return target[target.index(after: mark)...]
+    }
+
+    /// Query parameters in order, percent- and `+`-decoded (`application/x-www-form-urlencoded`).
+    /// Pairs that do not decode as UTF-8 are dropped.
+    public var queryItems: [(name: String, value: String)] {
+        guard let query = rawQuery else { return [] }
+        return FormURLEncoding.decode(query)
+    }
+
+    /// The first value of query parameter `name`.
+    public func queryValue(_ name: String) -> String? {
+        queryItems.first { $0.name == name }?.value
+    }
+
+    /// Cookies from every `Cookie` header, in order. Values are returned as sent.
+    public var cookies: [(name: String, value: String)] {
+        var result: [(name: String, value: String)] = []
+        for header in head.headerFields[values: .cookie] {
+            for pair in header.split(separator: ";") {
+                let trimmed = pair.drop { $0 == " " }
+                guard let equals = trimmed.firstIndex(of: "=") else { continue }
+                let name = String(trimmed[..<equals])
+                var value = trimmed[trimmed.index(after: equals)...]
+                if value.count >= 2, value.first == "\"", value.last == "\"" {
+                    value = value.dropFirst().dropLast()
+                }
+                result.append((name, String(value)))
+            }
+        }
+        return result
+    }
+}
+
+/// `application/x-www-form-urlencoded` decoding (WHATWG URL standard), used for query strings and
+/// form bodies.
+public enum FormURLEncoding {
+    /// Splits on `&`, then on the first `=`; decodes `+` and percent escapes. Empty pairs are skipped;
+    /// a name without `=` has an empty value. Pairs whose bytes are not valid UTF-8 are dropped.
+    public static func decode<S: StringProtocol>(_ text: S) -> [(name: String, value: String)] {
+        var result: [(name: String, value: String)] = []
+        for pair in text.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let equals = pair.firstIndex(of: UInt8(ascii: "="))
+            let rawName = equals.map { pair[..<$0] } ?? pair[...]
+            let rawValue = equals.map { pair[pair.index(after: $0)...] } ?? pair[pair.endIndex...]
+            guard let name = percentDecode(rawName, plusAsSpace: true),
+                let value = percentDecode(rawValue, plusAsSpace: true)
+            else { continue }
+            result.append((name, value))
+        }
+        return result
+    }
+
+    /// Encodes pairs as `application/x-www-form-urlencoded`.
+    public static func encode(_ pairs: [(name: String, value: String)]) -> String {
+        pairs.map { "\(escape($0.name))=\(escape($0.value))" }.joined(separator: "&")
+    }
+
+    /// Percent-decodes bytes; nil when an escape is malformed or the result is not UTF-8.
+    public static func percentDecode<C: Collection>(_ bytes: C, plusAsSpace: Bool) -> String?
+    where C.Element == UInt8 {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = bytes.startIndex
+        while index != bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%") {
+                let high = bytes.index(after: index)
+                guard high != bytes.endIndex else { return nil }
+                let low = bytes.index(after: high)
+                guard low != bytes.endIndex, let h = hexValue(bytes[high]), let l = hexValue(bytes[low]) else {
+                    return nil
+                }
+                out.append(h << 4 | l)
+                index = bytes.index(after: low)
+                continue
+            }
+            out.append(plusAsSpace && byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+            index = bytes.index(after: index)
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+
+    /// Escapes everything but the unreserved characters of RFC 3986 (space becomes `%20`).
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let digits = Array("0123456789ABCDEF".utf8)
+                out.unicodeScalars.append("%")
+                out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte >> 4)]))
+                out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte & 0x0F)]))
+            }
+        }
+        return out
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,33 @@
+public import HTTPTypes
+
+/// A response for the server to send: status, header fields and a body that is either a byte
+/// buffer or a stream of unknown length (sent with chunked transfer encoding).
+public struct ServerResponse: Sendable {
+    /// How the body is produced.
+    public enum Body: Sendable {
+        /// A complete body; `Content-Length` is set by the server.
+        case bytes([UInt8])
+        /// A body of unknown length. The closure writes chunks and returns when done; throwing
+        /// aborts the connection so the client sees a truncated (invalid) chunked body.
+        case stream(@Sendable (ResponseBodyWriter) async throws -> Void)
+    }
+
+    public var status: HTTPResponse.Status
+    /// Header fields. `Content-Length`, `Transfer-Encoding` and `Connection` are managed by the
+    /// server and ignored here.
+    public var headerFields: HTTPFields
+    public var body: Body
+
+    public init(status: HTTPResponse.Status, headerFields: HTTPFields = [:], body: Body = .bytes([])) {
+        self.status = status
+        self.headerFields = headerFields
+        self.body = body
+    }
+
+    /// A response with a UTF-8 text body and the given content type.
+    public init(status: HTTPResponse.Status, contentType: String, body: String, headerFields: HTTPFields = [:]) {
+        var fields = headerFields
+        fields[.contentType] = contentType
+        self.init(status: status, headerFields: fields, body: .bytes(Array(body.utf8)))
+    }
+}

@@ -1,1 +1,0 @@
-// TGHTTPServer — placeholder until the module lands; replaced by its real sources.

@@ -1,0 +1,140 @@
+import Foundation
+import HTTPTypes
+import TGHTTPServer
+import Testing
+
+@Suite struct AsyncBridgeTests {
+    @Test func answersAnAsyncHandlerThatFinishesWithoutSuspendingInlineWithoutSuspendingTheConnection() async throws {
+        let server = try startServer(handler: { _ in
+            .async { _ in ServerResponse(status: .ok, contentType: "text/plain", body: "inline") }
+        })
+        for _ in 0..<5 {
+            let result = try await curl([server.baseURL + "/"])
+            #expect(result.stdout == "inline")
+        }
+        #expect(server.suspendedRequestCount == 0)
+        await server.shutdown()
+    }
+
+    @Test func suspendsTheConnectionWhileAnAsyncHandlerWaitsAndAnswersAfterwards() async throws {
+        let server = try startServer(handler: { _ in
+            .async { _ in
+                try? await Task.sleep(for: .milliseconds(50))
+                return ServerResponse(status: .accepted, contentType: "text/plain", body: "later")
+            }
+        })
+        let result = try await curl(["-i", server.baseURL + "/"])
+        #expect(result.stdout.hasPrefix("HTTP/1.1 202"))
+        #expect(result.stdout.hasSuffix("later"))
+        #expect(server.suspendedRequestCount == 1)
+        await server.shutdown()
+    }
+
+    @Test func servesManySlowRequestsAtOnceWithTwoEventThreads() async throws {
+        let server = try startServer(
+            { $0.threads = 2 },
+            handler: { _ in
+                .async { _ in
+                    try? await Task.sleep(for: .milliseconds(300))
+                    return ServerResponse(status: .ok, contentType: "text/plain", body: "ok")
+                }
+            }
+        )
+        // curl's --parallel keeps 200 connections open at once against the server.
+        let urls = (0..<200).flatMap { ["-o", "/dev/null", server.baseURL + "/\($0)"] }
+        let started = ContinuousClock.now
+        let result = try await curl(["--parallel", "--parallel-max", "200", "-w", "%{http_code}\n"] + urls)
+        let elapsed = ContinuousClock.now - started
+        let codes = result.stdout.split(separator: "\n")
+        #expect(codes.count == 200)
+        #expect(codes.allSatisfy { $0 == "200" })
+        // Serially this would take 60 s; suspended connections overlap their waits.
+        #expect(elapsed < .seconds(5))
+        await server.shutdown()
+    }
+
+    @Test func answers503AndCancelsTheHandlerWhenItMissesTheRequestDeadline() async throws {
+        let cancelled = Counter()
+        let server = try startServer(
+            { $0.requestTimeout = .milliseconds(200) },
+            handler: { _ in
+                .async { _ in
+                    do {
+                        try await Task.sleep(for: .seconds(30))
+                    } catch {
+                        cancelled.increment()
+                    }
+                    return ServerResponse(status: .ok)
+                }
+            }
+        )
+        let started = ContinuousClock.now
+        let result = try await curl(["-i", server.baseURL + "/"])
+        #expect(result.stdout.hasPrefix("HTTP/1.1 503"))
+        #expect(result.stdout.contains(#""code":"request_timeout""#))
+        #expect(ContinuousClock.now - started < .seconds(3))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(cancelled.value == 1)
+        await server.shutdown()
+    }
+
+    @Test func streamsABodyOfUnknownLengthAsChunks() async throws {
+        let server = try startServer(handler: { _ in
+            .response(
+                ServerResponse(
+                    status: .ok,
+                    headerFields: [.contentType: "text/plain"],
+                    body: .stream { writer in
+                        for index in 0..<200 {
+                            try await writer.write(Array("line \(index)\n".utf8))
+                            if index % 50 == 0 { try await Task.sleep(for: .milliseconds(10)) }
+                        }
+                    }
+                )
+            )
+        })
+        let result = try await curl(["-i", server.baseURL + "/stream"])
+        #expect(result.stdout.lowercased().contains("transfer-encoding: chunked"))
+        let body = result.stdout.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+        #expect(body == (0..<200).map { "line \($0)\n" }.joined())
+        await server.shutdown()
+    }
+
+    @Test func streamsALargeBodyThroughTheBoundedBuffer() async throws {
+        let chunk = [UInt8](repeating: 0x61, count: 64 * 1024)
+        let server = try startServer(handler: { _ in
+            .response(
+                ServerResponse(
+                    status: .ok,
+                    body: .stream { writer in
+                        for _ in 0..<256 { try await writer.write(chunk) }  // 16 MiB
+                    }
+                )
+            )
+        })
+        let result = try await curl(["-o", "/dev/null", "-w", "%{size_download}", server.baseURL + "/big"])
+        #expect(result.stdout == "\(256 * 64 * 1024)")
+        await server.shutdown()
+    }
+
+    @Test func drainsInFlightRequestsOnShutdownAndThenRefusesConnections() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.threads = 2
+        let server = HTTPServer(configuration: configuration) { _ in
+            .async { _ in
+                try? await Task.sleep(for: .milliseconds(400))
+                return ServerResponse(status: .ok, contentType: "text/plain", body: "drained")
+            }
+        }
+        try server.start()
+        let url = server.baseURL + "/"
+        async let slow = curl([url])
+        while server.requestsInFlight == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        await server.shutdown()
+        let drained = try await slow
+        #expect(drained.stdout == "drained")
+        #expect(server.requestsInFlight == 0)
+        let after = try await curl([url])
+        #expect(after.exitCode == 7)  // couldn't connect
+    }
+}

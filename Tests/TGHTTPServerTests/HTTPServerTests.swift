@@ -1,0 +1,134 @@
+import Foundation
+import HTTPTypes
+import TGHTTPServer
+import Testing
+
+@Suite struct HTTPServerTests {
+    @Test func answersFromASynchronousHandlerWithStatusHeadersAndBody() async throws {
+        let server = try startServer(handler: { _ in
+            .response(ServerResponse(status: .created, contentType: "text/plain", body: "made", headerFields: [.cacheControl: "no-store"]))
+        })
+        let result = try await curl(["-i", server.baseURL + "/things"])
+        #expect(result.exitCode == 0)
+        #expect(result.stdout.hasPrefix("HTTP/1.1 201"))
+        #expect(result.stdout.lowercased().contains("cache-control: no-store"))
+        #expect(result.stdout.lowercased().contains("content-length: 4"))
+        #expect(result.stdout.hasSuffix("\r\n\r\nmade"))
+        await server.shutdown()
+    }
+
+    @Test func passesTheRawTargetQueryHeadersCookiesAndPeerAddressToTheHandler() async throws {
+        let server = try startServer(handler: { request in
+            let summary = [
+                String(request.path),
+                request.queryValue("redirect_uri") ?? "-",
+                request.queryValue("q") ?? "-",
+                request.head.headerFields[HTTPField.Name("X-Thing")!] ?? "-",
+                request.cookies.map { "\($0.name)=\($0.value)" }.joined(separator: ","),
+                request.remoteAddress ?? "-",
+                request.head.method.rawValue,
+            ].joined(separator: "|")
+            return .response(ServerResponse(status: .ok, contentType: "text/plain", body: summary))
+        })
+        let url = server.baseURL + "/a%2Fb/c?redirect_uri=com.example.app%3A%2Fcb&q=a+b%20c"
+        let result = try await curl(["-X", "PATCH", "-H", "X-Thing: yes", "-b", "sid=1; theme=\"dark\"", url])
+        #expect(result.stdout == "/a%2Fb/c|com.example.app:/cb|a b c|yes|sid=1,theme=dark|127.0.0.1|PATCH")
+        await server.shutdown()
+    }
+
+    @Test func readsRequestBodiesOfSeveralChunks() async throws {
+        let server = try startServer(handler: { request in
+            .response(ServerResponse(status: .ok, headerFields: [:], body: .bytes(Array(request.body.reversed()))))
+        })
+        let payload = String(repeating: "0123456789abcdef", count: 8192)  // 128 KiB, ~8 MHD chunks
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tg-body-\(UUID().uuidString)")
+        try payload.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let result = try await curl(["--data-binary", "@\(file.path)", server.baseURL + "/echo"])
+        #expect(result.stdout == String(payload.reversed()))
+        await server.shutdown()
+    }
+
+    @Test func refusesABodyLargerThanTheLimitByContentLengthWithoutReadingIt() async throws {
+        let handled = Counter()
+        let server = try startServer(
+            { $0.maxBodySize = 1000 },
+            handler: { _ in
+                handled.increment()
+                return .response(ServerResponse(status: .ok))
+            }
+        )
+        let result = try await curl(["-i", "--data-binary", String(repeating: "x", count: 5000), server.baseURL + "/"])
+        #expect(result.stdout.hasPrefix("HTTP/1.1 413"))
+        #expect(result.stdout.contains(#""code":"body_too_large""#))
+        #expect(handled.value == 0)
+        await server.shutdown()
+    }
+
+    @Test func refusesAChunkedBodyThatGrowsPastTheLimit() async throws {
+        let server = try startServer({ $0.maxBodySize = 1000 }, handler: { _ in .response(ServerResponse(status: .ok)) })
+        let connection = try RawConnection(port: server.port)
+        let chunk = String(repeating: "y", count: 600)
+        try await connection.send(
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n\(chunk)\r\n258\r\n\(chunk)\r\n0\r\n\r\n"
+        )
+        let response = try await connection.readResponse()
+        #expect(response.hasPrefix("HTTP/1.1 413"))
+        await server.shutdown()
+    }
+
+    @Test func cutsOffAChunkedBodyThatKeepsGoingFarPastTheLimit() async throws {
+        let server = try startServer({ $0.maxBodySize = 1000 }, handler: { _ in .response(ServerResponse(status: .ok)) })
+        let connection = try RawConnection(port: server.port)
+        try await connection.send("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let chunk = "1000\r\n" + String(repeating: "z", count: 4096) + "\r\n"
+        for _ in 0..<64 { try? await connection.send(chunk) }  // 256 KiB, never ending
+        #expect(try await connection.waitForClose())
+        await server.shutdown()
+    }
+
+    @Test func answersGarbageWithAnErrorAndKeepsServing() async throws {
+        let server = try startServer(handler: { _ in .response(ServerResponse(status: .ok, contentType: "text/plain", body: "fine")) })
+        let connection = try RawConnection(port: server.port)
+        try await connection.send("\u{1}\u{2}GARBAGE \r\n\r\n")
+        let response = try await connection.readResponse()
+        #expect(response.hasPrefix("HTTP/1.1 400") || response.isEmpty)
+        let result = try await curl([server.baseURL + "/"])
+        #expect(result.stdout == "fine")
+        await server.shutdown()
+    }
+
+    @Test func keepsConnectionsAliveAcrossRequests() async throws {
+        let server = try startServer(handler: { request in
+            .async { request in ServerResponse(status: .ok, contentType: "text/plain", body: String(request.path)) }
+        })
+        let connection = try RawConnection(port: server.port)
+        for path in ["/one", "/two", "/three"] {
+            try await connection.send("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n")
+            let response = try await connection.readResponse()
+            #expect(response.hasPrefix("HTTP/1.1 200"))
+            #expect(response.hasSuffix(path))
+            #expect(!response.lowercased().contains("connection: close"))
+        }
+        await server.shutdown()
+    }
+
+    @Test func closesIdleConnectionsAfterTheConnectionTimeout() async throws {
+        let server = try startServer({ $0.connectionTimeoutSeconds = 1 }, handler: { _ in .response(ServerResponse(status: .ok)) })
+        let connection = try RawConnection(port: server.port)
+        try await connection.send("GET / HTTP/1.1\r\nHo")  // a slow client that stops mid-head
+        let started = ContinuousClock.now
+        #expect(try await connection.waitForClose())
+        #expect(ContinuousClock.now - started < .seconds(4))
+        await server.shutdown()
+    }
+}
+
+/// A thread-safe counter for handlers.
+final class Counter: @unchecked Sendable {
+    // Invariant: `count` is only accessed with `lock` held.
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}
