@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import TGHTTPServer
+import TGTesting
 import Testing
 
 @Suite struct AsyncBridgeTests {

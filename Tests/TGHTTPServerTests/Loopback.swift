@@ -1,48 +1,10 @@
 import Foundation
 import TGHTTPServer
+import TGTesting
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// Blocking work for tests runs on a thread of its own, never on Swift's cooperative pool (which
-/// the server's async handlers need: it has one thread per core here) nor on Dispatch's global
-/// queues (which may share those threads).
-func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try work() }) }
-        thread.start()
-    }
-}
-
-struct CurlResult: Sendable {
-    var exitCode: Int32
-    var stdout: String
-    /// The first number of `-w '%{http_code}'` written to stderr, if requested.
-    var stderr: String
-}
-
-/// Runs the system `curl` (a real, independent HTTP client) with `arguments`.
-func curl(_ arguments: [String]) async throws -> CurlResult {
-    try await offPool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["--silent", "--show-error", "--max-time", "10"] + arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CurlResult(
-            exitCode: process.terminationStatus,
-            stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self)
-        )
-    }
-}
 
 /// A raw TCP connection to the server, for what a well-behaved client would never send.
 final class RawConnection: @unchecked Sendable {

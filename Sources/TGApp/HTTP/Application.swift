@@ -1,0 +1,115 @@
+import HTTPTypes
+public import Logging
+public import TGHTTPServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Turns a ``Router`` into the HTTP server's handler: request ids, one access-log line per request,
+/// and the single place where errors become HTTP answers.
+public struct Application: Sendable {
+    public var router: Router
+    public var logger: Logger
+    /// Log one line per request (method, route, status, duration, request id; never a query string,
+    /// header value or body).
+    public var accessLog: Bool
+
+    public init(router: Router, logger: Logger, accessLog: Bool = true) {
+        self.router = router
+        self.logger = logger
+        self.accessLog = accessLog
+    }
+
+    static let requestIDField = HTTPField.Name("X-Request-ID")!
+
+    /// The handler to give ``HTTPServer``.
+    public func makeHandler() -> HTTPServer.Handler {
+        let app = self
+        return { request in app.handle(request) }
+    }
+
+    private func handle(_ request: ServerRequest) -> HTTPServer.Reply {
+        let started = ContinuousClock.now
+        let requestID = Self.requestID(from: request.head.headerFields[Self.requestIDField])
+        let method = request.head.method
+        switch router.match(method, path: request.path) {
+        case .notFound:
+            return .response(finish(Problem.notFound().response(), request, requestID, "-", started))
+        case .methodNotAllowed(let allowed):
+            return .response(finish(Problem.methodNotAllowed(allowed).response(), request, requestID, "-", started))
+        case .found(let route, let parameters):
+            let info = RequestInfo(requestID: requestID, parameters: parameters, clientAddress: request.remoteAddress)
+            switch route.handler {
+            case .sync(let handler):
+                return .response(finish(handler(request, info), request, requestID, route.pattern, started))
+            case .async(let handler):
+                return .async { request in
+                    let response: ServerResponse
+                    do {
+                        response = try await handler(request, info)
+                    } catch {
+                        response = self.answer(error, requestID: requestID, route: route.pattern)
+                    }
+                    return self.finish(response, request, requestID, route.pattern, started)
+                }
+            }
+        }
+    }
+
+    /// The one catch site: errors that know their answer give it; anything else is a logged 500.
+    func answer(_ error: any Error, requestID: String, route: String) -> ServerResponse {
+        if let error = error as? any HTTPResponseError { return error.response() }
+        logger.error(
+            "unhandled error",
+            metadata: ["request_id": .string(requestID), "route": .string(route), "error_type": "\(type(of: error))"]
+        )
+        return Problem.internalError(requestID: requestID).response()
+    }
+
+    private func finish(
+        _ response: ServerResponse,
+        _ request: ServerRequest,
+        _ requestID: String,
+        _ route: String,
+        _ started: ContinuousClock.Instant
+    ) -> ServerResponse {
+        var response = response
+        response.headerFields[Self.requestIDField] = requestID
+        if accessLog {
+            let elapsed = ContinuousClock.now - started
+            let millis = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+            logger.info(
+                "request",
+                metadata: [
+                    "request_id": .string(requestID), "method": .string(request.head.method.rawValue),
+                    "route": .string(route), "status": .stringConvertible(response.status.code),
+                    "duration_ms": .stringConvertible((millis * 1000).rounded() / 1000),
+                    "remote": .string(request.remoteAddress ?? "-"),
+                ]
+            )
+        }
+        return response
+    }
+
+    /// A client-supplied id is kept when it is short and plain; otherwise a random one is made.
+    static func requestID(from supplied: String?) -> String {
+        if let supplied, (1...64).contains(supplied.utf8.count),
+            supplied.utf8.allSatisfy({
+                $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") || (0x30...0x39).contains($0)
+                    || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+            })
+        {
+            return supplied
+        }
+        var generator = SystemRandomNumberGenerator()
+        let high = generator.next() as UInt64
+        let low = generator.next() as UInt64
+        return hex(high) + hex(low)
+    }
+
+    private static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}

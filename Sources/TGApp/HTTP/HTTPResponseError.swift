@@ -1,0 +1,67 @@
+import Foundation
+public import HTTPTypes
+public import TGHTTPServer
+
+/// An error that knows the HTTP answer it stands for. The application's single catch site
+/// (``Application``) answers these as they say; every other error becomes a bare 500 that is
+/// logged and never shown.
+public protocol HTTPResponseError: Error {
+    func response() -> ServerResponse
+}
+
+/// An RFC 9457 problem document with TokenGate's stable `code` that apps can switch on.
+public struct Problem: HTTPResponseError, Equatable {
+    public var status: HTTPResponse.Status
+    public var code: String
+    public var title: String
+    public var detail: String
+    public var headerFields: HTTPFields
+
+    public init(status: HTTPResponse.Status, code: String, title: String? = nil, detail: String, headerFields: HTTPFields = [:]) {
+        self.status = status
+        self.code = code
+        self.title = title ?? status.reasonPhrase
+        self.detail = detail
+        self.headerFields = headerFields
+    }
+
+    public func response() -> ServerResponse {
+        var object: [String: Any] = ["type": "about:blank", "title": title, "status": status.code, "code": code]
+        object["detail"] = detail
+        var fields = headerFields
+        fields[.cacheControl] = "no-store"
+        return ServerResponse(status: status, contentType: "application/problem+json", body: JSON.encode(object), headerFields: fields)
+    }
+
+    public static func notFound() -> Problem {
+        Problem(status: .notFound, code: "not_found", detail: "No route matches this path. See /openapi.yaml for the API.")
+    }
+
+    public static func methodNotAllowed(_ allowed: [HTTPRequest.Method]) -> Problem {
+        let list = allowed.map(\.rawValue).joined(separator: ", ")
+        return Problem(
+            status: .methodNotAllowed,
+            code: "method_not_allowed",
+            detail: "This path accepts \(list).",
+            headerFields: [.allow: list]
+        )
+    }
+
+    public static func internalError(requestID: String) -> Problem {
+        Problem(
+            status: .internalServerError,
+            code: "internal_error",
+            detail: "Something failed inside TokenGate. Quote request id \(requestID) when reporting it."
+        )
+    }
+}
+
+/// Serialises small JSON documents with sorted keys (stable output for clients and tests).
+public enum JSON {
+    public static func encode(_ object: Any) -> String {
+        guard JSONSerialization.isValidJSONObject(object),
+            let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

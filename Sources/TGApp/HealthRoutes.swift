@@ -1,0 +1,45 @@
+import HTTPTypes
+import TGHTTPServer
+
+/// `GET /healthz` (the process answers) and `GET /readyz` (it can serve: dependencies reachable).
+public enum HealthRoutes {
+    /// A named readiness check; it throws (or returns false) when the dependency is not usable.
+    public struct Check: Sendable {
+        public var name: String
+        public var run: @Sendable () async -> Bool
+
+        public init(name: String, run: @escaping @Sendable () async -> Bool) {
+            self.name = name
+            self.run = run
+        }
+    }
+
+    public static func add(to router: inout Router, version: String, checks: [Check]) {
+        let alive = ServerResponse(
+            status: .ok,
+            contentType: "application/json",
+            body: JSON.encode(["status": "ok", "version": version]),
+            headerFields: [.cacheControl: "no-store"]
+        )
+        router.add(.get, "/healthz", .sync { _, _ in alive })
+        router.add(
+            .get,
+            "/readyz",
+            .async { _, _ in
+                var results: [String: String] = [:]
+                await withTaskGroup(of: (String, Bool).self) { group in
+                    for check in checks { group.addTask { (check.name, await check.run()) } }
+                    for await (name, ok) in group { results[name] = ok ? "ok" : "failing" }
+                }
+                let ready = results.values.allSatisfy { $0 == "ok" }
+                let body = JSON.encode(["status": ready ? "ready" : "not_ready", "checks": results])
+                return ServerResponse(
+                    status: ready ? .ok : .serviceUnavailable,
+                    contentType: "application/json",
+                    body: body,
+                    headerFields: [.cacheControl: "no-store"]
+                )
+            }
+        )
+    }
+}

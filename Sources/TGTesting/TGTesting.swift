@@ -1,1 +1,0 @@
-// TGTesting — placeholder until the module lands; replaced by its real sources.

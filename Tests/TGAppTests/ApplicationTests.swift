@@ -1,0 +1,121 @@
+import Foundation
+import HTTPTypes
+import TGApp
+import TGHTTPServer
+import TGTesting
+import Testing
+
+@Suite struct ApplicationTests {
+    struct Boom: Error {}
+
+    func makeApp(_ sink: CapturingLogSink) -> Application {
+        var router = Router()
+        router.add(
+            .get,
+            "/items/{id}",
+            .sync { _, info in
+                ServerResponse(status: .ok, contentType: "text/plain", body: info.parameters["id"] ?? "")
+            }
+        )
+        router.add(
+            .get,
+            "/files/**",
+            .async { _, info in
+                ServerResponse(status: .ok, contentType: "text/plain", body: info.parameters["rest"] ?? "")
+            }
+        )
+        router.add(
+            .post,
+            "/fail/problem",
+            .async { _, _ in
+                throw Problem(status: .conflict, code: "already_there", detail: "It exists.")
+            }
+        )
+        router.add(.post, "/fail/crash", .async { _, _ in throw Boom() })
+        HealthRoutes.add(to: &router, version: "9.9.9", checks: [])
+        return Application(router: router, logger: capturingLogger(sink))
+    }
+
+    @Test func routesLiteralPatternAndCatchAllPathsWithDecodedParameters() async throws {
+        let server = try serve(makeApp(CapturingLogSink()))
+        let item = try await curl([server.baseURL + "/items/a%20b"])
+        #expect(item.stdout == "a b")
+        let file = try await curl([server.baseURL + "/files/x/y/z.txt"])
+        #expect(file.stdout == "x/y/z.txt")
+        await server.shutdown()
+    }
+
+    @Test func answersUnknownPathsWith404AndWrongMethodsWith405AsProblemJSON() async throws {
+        let server = try serve(makeApp(CapturingLogSink()))
+        let missing = try await curl(["-i", server.baseURL + "/nope"])
+        #expect(missing.status == 404)
+        #expect(missing.stdout.lowercased().contains("content-type: application/problem+json"))
+        #expect(decodeJSON(missing.body)["code"] as? String == "not_found")
+        let wrong = try await curl(["-i", "-X", "DELETE", server.baseURL + "/healthz"])
+        #expect(wrong.status == 405)
+        #expect(wrong.stdout.lowercased().contains("allow: get"))
+        await server.shutdown()
+    }
+
+    @Test func answersHTTPResponseErrorsAsTheySayAndHidesOtherErrorsBehindA500() async throws {
+        let sink = CapturingLogSink()
+        let server = try serve(makeApp(sink))
+        let problem = try await curl(["-i", "-X", "POST", server.baseURL + "/fail/problem"])
+        #expect(problem.status == 409)
+        #expect(decodeJSON(problem.body)["code"] as? String == "already_there")
+        let crash = try await curl(["-i", "-X", "POST", "-H", "X-Request-ID: trace-42", server.baseURL + "/fail/crash"])
+        #expect(crash.status == 500)
+        let body = decodeJSON(crash.body)
+        #expect(body["code"] as? String == "internal_error")
+        #expect((body["detail"] as? String)?.contains("trace-42") == true)
+        #expect(!crash.body.contains("Boom"))
+        #expect(sink.lines.contains { $0.contains("unhandled error") && $0.contains("Boom") && $0.contains("trace-42") })
+        await server.shutdown()
+    }
+
+    @Test func echoesAPlainRequestIDAndReplacesAHostileOne() async throws {
+        let server = try serve(makeApp(CapturingLogSink()))
+        let kept = try await curl(["-i", "-H", "X-Request-ID: abc-123", server.baseURL + "/healthz"])
+        #expect(kept.stdout.contains("X-Request-ID: abc-123"))
+        let hostile = try await curl(["-i", "-H", "X-Request-ID: evil\"}{injected", server.baseURL + "/healthz"])
+        #expect(!hostile.stdout.contains("injected"))
+        #expect(hostile.stdout.range(of: "X-Request-ID: [0-9a-f]{32}\r\n", options: .regularExpression) != nil)
+        await server.shutdown()
+    }
+
+    @Test func logsOneLinePerRequestWithoutTheQueryString() async throws {
+        let sink = CapturingLogSink()
+        let server = try serve(makeApp(sink))
+        _ = try await curl([server.baseURL + "/items/7?code=SECRET-CODE&state=xyz"])
+        await server.shutdown()
+        let lines = sink.lines.filter { $0.contains(#""message":"request""#) }
+        #expect(lines.count == 1)
+        let entry = decodeJSON(lines[0])
+        #expect(entry["route"] as? String == "/items/{id}")
+        #expect(entry["status"] as? Int == 200)
+        #expect(entry["method"] as? String == "GET")
+        #expect(!lines[0].contains("SECRET-CODE"))
+    }
+}
+
+@Suite struct HealthRoutesTests {
+    @Test func healthzAnswersWithTheVersionWithoutAnyCheck() async throws {
+        var router = Router()
+        HealthRoutes.add(to: &router, version: "1.2.3", checks: [.init(name: "never", run: { false })])
+        let server = try serve(Application(router: router, logger: capturingLogger(CapturingLogSink())))
+        let result = try await curl([server.baseURL + "/healthz"])
+        #expect(decodeJSON(result.stdout)["version"] as? String == "1.2.3")
+        await server.shutdown()
+    }
+
+    @Test func readyzIs503NamingTheFailingCheck() async throws {
+        var router = Router()
+        HealthRoutes.add(to: &router, version: "1", checks: [.init(name: "database", run: { false }), .init(name: "other", run: { true })])
+        let server = try serve(Application(router: router, logger: capturingLogger(CapturingLogSink())))
+        let result = try await curl(["-i", server.baseURL + "/readyz"])
+        #expect(result.status == 503)
+        let checks = decodeJSON(result.body)["checks"] as? [String: String]
+        #expect(checks == ["database": "failing", "other": "ok"])
+        await server.shutdown()
+    }
+}
