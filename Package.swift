@@ -98,6 +98,12 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // Load-test target for bench/ (not shipped): the server wrapper with fixed handlers.
+        .executableTarget(
+            name: "tokengate-bench-server",
+            dependencies: ["TGHTTPServer", "TGHTTPClient"],
+            swiftSettings: strictSettings),
+
         // Test support: test database, helpers shared by the suites.
         .target(
             name: "TGTesting",

@@ -73,7 +73,7 @@ extension HTTPServer {
             }
             context.method = parsed
             collectHeaders(connection, into: context)
-            if let length = context.headerFields[.contentLength].flatMap({ Int($0) }), length > configuration.maxBodySize {
+            if let length = context.contentLength, length > configuration.maxBodySize {
                 context.stage = .rejected
                 return queue(Self.bodyTooLarge, on: connection)
             }
@@ -118,7 +118,7 @@ extension HTTPServer {
         let head = HTTPRequest(
             method: context.method,
             scheme: "http",
-            authority: context.headerFields[Self.hostField],
+            authority: context.host,
             path: context.target,
             headerFields: context.headerFields
         )
@@ -177,6 +177,11 @@ extension HTTPServer {
                 let context = Unmanaged<RequestContext>.fromOpaque(raw!).takeUnretainedValue()
                 guard let key, let name = HTTPField.Name(HTTPServer.string(key, keySize)) else { return MHD_Result.YES }
                 let text = value.map { HTTPServer.string($0, valueSize) } ?? ""
+            if name == .contentLength {
+                context.contentLength = Int(text)
+            } else if name == HTTPServer.hostField {
+                context.host = text
+            }
                 context.headerFields.append(HTTPField(name: name, value: text))
                 return MHD_Result.YES
             },

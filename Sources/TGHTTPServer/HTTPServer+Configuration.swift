@@ -16,8 +16,9 @@ extension HTTPServer {
         /// Request bodies larger than this are refused with 413, before reading them when
         /// `Content-Length` says so.
         public var maxBodySize: Int = 1 << 20
-        /// Memory per connection for the request head; heads larger than this are refused (431/413).
-        public var connectionMemoryLimit: Int = 64 * 1024
+        /// Memory per connection for the request head and buffers; heads that do not fit are refused
+        /// (431). libmicrohttpd clears this memory for every request, so larger costs throughput.
+        public var connectionMemoryLimit: Int = 16 * 1024
         /// An async handler that has not answered by then gets 503 and is cancelled. A suspended
         /// connection never times out by itself, so this is the deadline of every deferred request.
         public var requestTimeout: Duration = .seconds(30)

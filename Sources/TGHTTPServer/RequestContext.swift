@@ -32,6 +32,8 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var stage: Stage = .new
     var method: HTTPRequest.Method = .get
     var headerFields = HTTPFields()
+    var host: String?
+    var contentLength: Int?
     var body: [UInt8] = []
     var bridge = BridgeStateMachine<ServerResponse>()
     var task: Task<Void, Never>?

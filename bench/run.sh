@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Throughput of TokenGate's HTTP layer next to nginx, on loopback, in one run.
+#
+#   bench/run.sh [DURATION_SECONDS] [CONNECTIONS]
+#
+# Builds release, starts nginx (Debian package) and tokengate-bench-server on 127.0.0.1, drives each
+# with wrk (-t2), and prints requests/s, p50 and p99 per case and the ratio to its nginx reference:
+#   plain      sync handler, no I/O           vs nginx `return 200` with the same 13-byte body
+#   async      async handler, finishes inline  vs nginx `return 200`
+#   async-hop  async handler via an actor hop  vs nginx `return 200` (suspend -> resume path)
+#   proxy      one-hop proxy to an upstream    vs nginx `proxy_pass` to the same upstream
+# Everything stops by itself; nothing leaves loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=${1:-10}
+connections=${2:-64}
+EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
+
+swift build -c release --product tokengate-bench-server >/dev/null
+bin=$(swift build -c release --show-bin-path)/tokengate-bench-server
+
+work=$(mktemp -d /tmp/tokengate-bench.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    sleep 0.3
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+NGINX_PORT=18080 UPSTREAM_PORT=18081 TG_PORT=18090
+cat >"$work/nginx.conf" <<NGINX
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    upstream backend { server 127.0.0.1:$UPSTREAM_PORT; keepalive 64; }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location = /plain { default_type text/plain; return 200 "hello, world!"; }
+        location /proxy/ {
+            proxy_pass http://backend/;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Authorization "Bearer upstream-token";
+        }
+    }
+    server {
+        listen 127.0.0.1:$UPSTREAM_PORT;
+        location / { default_type application/json; return 200 '{"value":"hello, world!"}'; }
+    }
+}
+NGINX
+nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
+"$bin" $TG_PORT "127.0.0.1:$UPSTREAM_PORT" >"$work/tg.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$TG_PORT/plain" >/dev/null && break; sleep 0.1; done
+
+# wrk prints "Requests/sec: N" and, with --latency, percentiles "50% 1.2ms".
+run() {
+    local url=$1 out
+    out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency "$url")
+    local rps p50 p99 errors
+    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+    p50=$(awk '$1=="50%" {print $2}' <<<"$out")
+    p99=$(awk '$1=="99%" {print $2}' <<<"$out")
+    errors=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out" | tr '\n' ' ')
+    echo "$rps $p50 $p99 ${errors:-none}"
+}
+ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) print v/1000; else if (v ~ /ms$/) print v+0; else if (v ~ /s$/) print v*1000; else print v }'; }
+
+printf '%-10s %12s %9s %9s %12s %9s %9s %8s %8s  %s\n' case tg_req/s p50_ms p99_ms nginx_req/s p50_ms p99_ms rps_x p99_x errors
+for case in plain async async-hop proxy; do
+    case $case in
+        proxy) ref="http://127.0.0.1:$NGINX_PORT/proxy/me"; tg="http://127.0.0.1:$TG_PORT/proxy/me" ;;
+        *) ref="http://127.0.0.1:$NGINX_PORT/plain"; tg="http://127.0.0.1:$TG_PORT/$case" ;;
+    esac
+    read -r n_rps n_p50 n_p99 _ <<<"$(run "$ref")"
+    read -r t_rps t_p50 t_p99 t_err <<<"$(run "$tg")"
+    printf '%-10s %12.0f %9.3f %9.3f %12.0f %9.3f %9.3f %8.2f %8.2f  %s\n' "$case" "$t_rps" "$(ms "$t_p50")" "$(ms "$t_p99")" \
+        "$n_rps" "$(ms "$n_p50")" "$(ms "$n_p99")" \
+        "$(awk -v a="$t_rps" -v b="$n_rps" 'BEGIN{print a/b}')" \
+        "$(awk -v a="$(ms "$t_p99")" -v b="$(ms "$n_p99")" 'BEGIN{print a/b}')" "$t_err"
+done
