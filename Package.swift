@@ -102,7 +102,8 @@ let package = Package(
         .executableTarget(
             name: "tokengate-bench-server",
             dependencies: ["TGHTTPServer", "TGHTTPClient"],
-            swiftSettings: strictSettings),
+            swiftSettings: strictSettings
+        ),
 
         // Test support: test database, helpers shared by the suites.
         .target(

@@ -177,11 +177,11 @@ extension HTTPServer {
                 let context = Unmanaged<RequestContext>.fromOpaque(raw!).takeUnretainedValue()
                 guard let key, let name = HTTPField.Name(HTTPServer.string(key, keySize)) else { return MHD_Result.YES }
                 let text = value.map { HTTPServer.string($0, valueSize) } ?? ""
-            if name == .contentLength {
-                context.contentLength = Int(text)
-            } else if name == HTTPServer.hostField {
-                context.host = text
-            }
+                if name == .contentLength {
+                    context.contentLength = Int(text)
+                } else if name == HTTPServer.hostField {
+                    context.host = text
+                }
                 context.headerFields.append(HTTPField(name: name, value: text))
                 return MHD_Result.YES
             },
