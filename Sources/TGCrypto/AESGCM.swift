@@ -22,8 +22,12 @@ enum AESGCM {
         let ok = key.withUnsafeBytes { keyBytes in
             nonce.withUnsafeBufferPointer { nonceBuffer in
                 EVP_EncryptInit_ex(
-                    context.pointer, EVP_aes_256_gcm(), nil,
-                    keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), nonceBuffer.baseAddress) == 1
+                    context.pointer,
+                    EVP_aes_256_gcm(),
+                    nil,
+                    keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    nonceBuffer.baseAddress
+                ) == 1
             }
         }
         guard ok, context.update(associatedData: associatedData) else { throw .drainingOpenSSLQueue(.openSSL) }
@@ -59,8 +63,12 @@ enum AESGCM {
         let ok = key.withUnsafeBytes { keyBytes in
             nonce.withUnsafeBufferPointer { nonceBuffer in
                 EVP_DecryptInit_ex(
-                    context.pointer, EVP_aes_256_gcm(), nil,
-                    keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), nonceBuffer.baseAddress) == 1
+                    context.pointer,
+                    EVP_aes_256_gcm(),
+                    nil,
+                    keyBytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    nonceBuffer.baseAddress
+                ) == 1
             }
         }
         guard ok, context.update(associatedData: associatedData) else { throw .drainingOpenSSLQueue(.openSSL) }

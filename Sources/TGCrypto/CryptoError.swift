@@ -64,3 +64,9 @@ public struct CryptoError: Error, Sendable, Hashable, CustomStringConvertible, C
         return CryptoError(code: kind.code, openSSLErrorCode: first)
     }
 }
+
+extension CryptoError {
+    /// Whether this thread's OpenSSL error queue is empty: after every failure TGCrypto reports
+    /// it must be, so a later call on the thread does not see a stale error (tests check this).
+    static var openSSLErrorQueueIsEmpty: Bool { ERR_peek_error() == 0 }
+}

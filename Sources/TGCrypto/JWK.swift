@@ -26,8 +26,15 @@ public struct JWK: Sendable, Hashable {
 
     /// A JWK from its members.
     public init(
-        keyType: String, keyID: String? = nil, algorithm: String? = nil, use: String? = nil,
-        modulus: String? = nil, exponent: String? = nil, curve: String? = nil, x: String? = nil, y: String? = nil
+        keyType: String,
+        keyID: String? = nil,
+        algorithm: String? = nil,
+        use: String? = nil,
+        modulus: String? = nil,
+        exponent: String? = nil,
+        curve: String? = nil,
+        x: String? = nil,
+        y: String? = nil
     ) {
         self.keyType = keyType
         self.keyID = keyID
@@ -56,8 +63,16 @@ public struct JWK: Sendable, Hashable {
         }
         guard let keyType = try member("kty") else { throw .malformed }
         self.init(
-            keyType: keyType, keyID: try member("kid"), algorithm: try member("alg"), use: try member("use"),
-            modulus: try member("n"), exponent: try member("e"), curve: try member("crv"), x: try member("x"), y: try member("y"))
+            keyType: keyType,
+            keyID: try member("kid"),
+            algorithm: try member("alg"),
+            use: try member("use"),
+            modulus: try member("n"),
+            exponent: try member("e"),
+            curve: try member("crv"),
+            x: try member("x"),
+            y: try member("y")
+        )
     }
 
     /// The JWK as a JSON object with sorted members (UTF-8), omitting absent members.

@@ -66,8 +66,12 @@ public struct KeyRing: Sendable {
         let parsed = try SealedBlob(blob)
         guard let key = keys[parsed.keyID] else { throw .unknownKeyID }
         return try AESGCM.open(
-            ciphertext: parsed.ciphertext, tag: parsed.tag, key: key, nonce: parsed.nonce,
-            associatedData: parsed.header + associatedData)
+            ciphertext: parsed.ciphertext,
+            tag: parsed.tag,
+            key: key,
+            nonce: parsed.nonce,
+            associatedData: parsed.header + associatedData
+        )
     }
 
     /// The key ID a blob was sealed under, read without decrypting (and so not authenticated):

@@ -1,5 +1,5 @@
-internal import CShims
 internal import COpenSSL
+internal import CShims
 
 /// An RSA or EC public key that verifies JWS signatures.
 ///
