@@ -15,7 +15,7 @@ enum AESGCM {
         nonce: [UInt8],
         associatedData: [UInt8]
     ) throws(CryptoError) -> (ciphertext: [UInt8], tag: [UInt8]) {
-        guard nonce.count == nonceByteCount else { throw .malformed }
+        guard nonce.count == nonceByteCount, plaintext.count <= Int32.max else { throw .malformed }
         let context = try CipherContext()
         var ciphertext = [UInt8](repeating: 0, count: plaintext.count)
         var tag = [UInt8](repeating: 0, count: tagByteCount)
@@ -57,7 +57,7 @@ enum AESGCM {
         nonce: [UInt8],
         associatedData: [UInt8]
     ) throws(CryptoError) -> [UInt8] {
-        guard nonce.count == nonceByteCount, tag.count == tagByteCount else { throw .malformed }
+        guard nonce.count == nonceByteCount, tag.count == tagByteCount, ciphertext.count <= Int32.max else { throw .malformed }
         let context = try CipherContext()
         var plaintext = [UInt8](repeating: 0, count: ciphertext.count)
         let ok = key.withUnsafeBytes { keyBytes in

@@ -21,6 +21,9 @@ internal import COpenSSL
 /// associated data, so neither the version nor the key ID can be changed undetected. Bind each
 /// secret to where it belongs (for example its table, column and row ID) with the associated
 /// data, so a ciphertext cannot be moved to another row.
+///
+/// Random 96-bit nonces stay safe for about 2³² blobs per key (NIST SP 800-38D §8.3): rotate
+/// keys well before that.
 public struct KeyRing: Sendable {
     /// The only blob format version written and read.
     public static let formatVersion: UInt8 = 1
