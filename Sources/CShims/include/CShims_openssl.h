@@ -7,4 +7,20 @@
 // OPENSSL_free is a function-like macro.
 void CShims_OPENSSL_free(void *pointer);
 
+// Builds an RSA public key from big-endian modulus and exponent octets (a JWK's `n` and `e`).
+// Why C: OSSL_PARAM_BLD_push_BN keeps the key-NAME pointer until OSSL_PARAM_BLD_to_param, and
+// a Swift string's C pointer lives only for one call (heap-use-after-free, see CINTEROP.md);
+// the names here are C string literals with static storage. EVP_PKEY_PUBLIC_KEY is a
+// macro-of-macros Swift cannot see. Returns NULL on failure, the OpenSSL error queue set.
+EVP_PKEY *CShims_EVP_PKEY_from_rsa_components(const unsigned char *n, size_t n_length,
+                                             const unsigned char *e, size_t e_length);
+
+// Builds an EC public key on a named curve from big-endian affine coordinates (a JWK's `x`
+// and `y`), each exactly the field size. `curve_nid` is NID_X9_62_prime256v1 or NID_secp384r1.
+// Why C: as above (pointer-stable parameter names, EVP_PKEY_PUBLIC_KEY). The point is checked
+// to lie on the curve. Returns NULL on failure, the OpenSSL error queue set.
+EVP_PKEY *CShims_EVP_PKEY_from_ec_point(int curve_nid,
+                                       const unsigned char *x, size_t x_length,
+                                       const unsigned char *y, size_t y_length);
+
 #endif

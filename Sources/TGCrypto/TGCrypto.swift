@@ -1,1 +1,0 @@
-// TGCrypto — placeholder until the module lands; replaced by its real sources.
