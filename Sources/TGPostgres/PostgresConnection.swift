@@ -1,0 +1,179 @@
+import CLibPQ
+import Foundation
+
+/// One PostgreSQL connection, lent by ``PostgresClient`` inside `withConnection`/`withTransaction`
+/// only. Do not keep it past the closure.
+public final class PostgresConnection: @unchecked Sendable {
+    // Invariants:
+    // - `connection` is used only by jobs on `worker` (one at a time), or by the lease holder while
+    //   no job runs (the health check at checkout); it is freed by `close()` on the worker.
+    // - `cancelHandle` and `broken` are only accessed with `lock` held; PQcancel is documented as
+    //   safe to call from any thread.
+    private var connection: OpaquePointer?
+    private let worker: WorkerThread
+    private let lock = NSLock()
+    private var cancelHandle: OpaquePointer?
+    private var broken = false
+    /// When the connection was last returned to the pool (for idle checks).
+    var lastUsed = ContinuousClock.now
+
+    private init(connection: OpaquePointer, worker: WorkerThread) {
+        self.connection = connection
+        self.worker = worker
+        self.cancelHandle = PQgetCancel(connection)
+    }
+
+    /// Opens a connection on a worker thread of its own. `url` is a libpq connection URI or
+    /// key/value string; it is never logged.
+    static func connect(url: String, connectTimeout: Duration, sessionSettings: [String]) async throws -> PostgresConnection {
+        let worker = WorkerThread(name: "tokengate-pg")
+        let seconds = max(1, Int(connectTimeout.components.seconds))
+        let options = sessionSettings.map { "-c \($0)" }.joined(separator: " ")
+        let raw: OpaquePointer
+        do {
+            raw = try await worker.run {
+                let keywords = ["dbname", "connect_timeout", "application_name", "options"]
+                let values = [url, String(seconds), "tokengate", options]
+                let connection = withCStrings(keywords) { keys in
+                    withCStrings(values) { vals in PQconnectdbParams(keys, vals, 1) }
+                }
+                guard let connection else { throw PostgresError(.connectionFailed, detail: "out of memory") }
+                guard PQstatus(connection) == CONNECTION_OK else {
+                    let message = String(cString: PQerrorMessage(connection))
+                    PQfinish(connection)
+                    throw PostgresError(.connectionFailed, detail: message)
+                }
+                PQsetNoticeProcessor(connection, { _, _ in }, nil)
+                return UncheckedPointer(connection)
+            }.pointer
+        } catch {
+            worker.stop()
+            throw error
+        }
+        return PostgresConnection(connection: raw, worker: worker)
+    }
+
+    deinit {
+        if let cancelHandle { PQfreeCancel(cancelHandle) }
+        if let connection { PQfinish(connection) }
+        worker.stop()
+    }
+
+    /// True once the connection failed at the connection level; the pool then discards it.
+    public var isBroken: Bool { lock.withLock { broken } }
+
+    /// Runs one statement with bound parameters and returns its rows.
+    @discardableResult
+    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+        try await execute { connection in
+            let types = query.binds.map { Oid($0.typeOID) }
+            let texts = query.binds.map(\.text)
+            let result = withOptionalCStrings(texts) { values in
+                PQexecParams(connection, query.sql, Int32(types.count), types, values, nil, nil, 0)
+            }
+            return try self.rows(from: result, connection: connection)
+        }
+    }
+
+    /// Runs SQL text that may hold several statements (migrations); nothing is bound.
+    public func simpleQuery(unsafeSQL sql: String) async throws {
+        _ = try await execute { connection in
+            try self.rows(from: PQexec(connection, sql), connection: connection)
+        }
+    }
+
+    private func execute(_ work: @escaping @Sendable (OpaquePointer) throws -> PostgresRows) async throws -> PostgresRows {
+        if Task.isCancelled { throw PostgresError(.cancelled) }
+        guard let connection, !isBroken else { throw PostgresError(.connectionClosed, detail: "connection already broken") }
+        let handle = UncheckedPointer(connection)
+        return try await withTaskCancellationHandler {
+            try await worker.run { try work(handle.pointer) }
+        } onCancel: {
+            self.cancel()
+        }
+    }
+
+    /// Asks the server to cancel the statement running now (if any).
+    func cancel() {
+        lock.withLock {
+            guard let cancelHandle else { return }
+            var buffer = [CChar](repeating: 0, count: 256)
+            _ = PQcancel(cancelHandle, &buffer, Int32(buffer.count))
+        }
+    }
+
+    private func rows(from result: OpaquePointer?, connection: OpaquePointer) throws -> PostgresRows {
+        guard let result else {
+            markBrokenIfBad(connection)
+            throw PostgresError(isBroken ? .connectionClosed : .server, detail: String(cString: PQerrorMessage(connection)))
+        }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            let rowCount = Int(PQntuples(result))
+            let columnCount = Int(PQnfields(result))
+            let columns = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
+            var values: [[String?]] = []
+            values.reserveCapacity(rowCount)
+            for row in 0..<rowCount {
+                values.append(
+                    (0..<columnCount).map { column in
+                        PQgetisnull(result, Int32(row), Int32(column)) == 1
+                            ? nil : String(cString: PQgetvalue(result, Int32(row), Int32(column)))
+                    }
+                )
+            }
+            let affected = Int(String(cString: PQcmdTuples(result))) ?? rowCount
+            return PostgresRows(columns: columns, values: values, affectedRows: affected)
+        default:
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { SQLState(rawValue: String(cString: $0)) }
+            let message = String(cString: PQresultErrorMessage(result))
+            markBrokenIfBad(connection)
+            if let state, state.errorClass == "08" || [.adminShutdown, .crashShutdown, .cannotConnectNow].contains(state) {
+                lock.withLock { broken = true }
+            }
+            if isBroken { throw PostgresError(.connectionClosed, sqlState: state, detail: message) }
+            if state == .queryCanceled { throw PostgresError(.cancelled, sqlState: state, detail: message) }
+            throw PostgresError(.server, sqlState: state, detail: message)
+        }
+    }
+
+    private func markBrokenIfBad(_ connection: OpaquePointer) {
+        if PQstatus(connection) != CONNECTION_OK { lock.withLock { broken = true } }
+    }
+
+    /// Checks, without blocking, that the server has not closed an idle connection. A pooled
+    /// connection never LISTENs, so an idle one has nothing to read unless the server is ending it
+    /// (restart, terminated backend: an error message, then end of file): readable means dead.
+    func isAliveWhileIdle() -> Bool {
+        guard let connection, !isBroken else { return false }
+        let socket = PQsocket(connection)
+        guard socket >= 0 else { return false }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        if poll(&descriptor, 1, 0) == 0, PQstatus(connection) == CONNECTION_OK { return true }
+        lock.withLock { broken = true }
+        return false
+    }
+}
+
+/// Carries a C pointer across an isolation boundary. Only for pointers whose owner guarantees
+/// exclusive use (a connection used by one job at a time).
+struct UncheckedPointer: @unchecked Sendable {
+    // Invariant: the owner never uses the pointee from two threads at once.
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+}
+
+func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    withOptionalCStrings(strings.map { Optional($0) }, body)
+}
+
+/// Passes C copies of `strings` (NULL for nil), terminated by a NULL pointer, to `body`.
+func withOptionalCStrings<R>(_ strings: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    let copies: [UnsafeMutablePointer<CChar>?] = strings.map { $0.map { strdup($0)! } }
+    defer {
+        for copy in copies { free(copy) }
+    }
+    let pointers = copies.map { UnsafePointer($0) } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}

@@ -1,0 +1,142 @@
+import CLibPQ
+import Foundation
+
+/// What a listener reports.
+public enum PostgresListenerEvent: Sendable, Equatable {
+    /// A `NOTIFY` on a channel this listener listens to.
+    case notification(channel: String, payload: String)
+    /// The listening connection was lost and is back: notifications may have been missed meanwhile,
+    /// so caches kept coherent by them should be dropped.
+    case reconnected
+}
+
+/// LISTEN on a dedicated connection, on a thread of its own that waits on the socket. It
+/// reconnects by itself (with back-off) and listens again to every channel.
+public final class PostgresListener: @unchecked Sendable {
+    // Invariants: `connection` is used only on the listener thread; `channels`, `running` and
+    // `continuation` are only accessed with `lock` held.
+    private let url: String
+    private let lock = NSLock()
+    private var channels: Set<String>
+    private var running = true
+    private var connection: OpaquePointer?
+    private let continuation: AsyncStream<PostgresListenerEvent>.Continuation
+    /// Every notification and reconnection, in order. One consumer.
+    public let events: AsyncStream<PostgresListenerEvent>
+
+    /// Starts listening to `channels` (identifiers: letters, digits and `_`, at most 63 bytes).
+    public init(url: String, channels: [String]) throws {
+        for channel in channels where !Self.isValidChannel(channel) {
+            throw PostgresError(.invalidArgument, detail: "invalid channel name")
+        }
+        self.url = url
+        self.channels = Set(channels)
+        (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let thread = Thread { [self] in self.loop() }
+        thread.name = "tokengate-pg-listen"
+        thread.start()
+    }
+
+    /// Stops the thread and ends ``events``.
+    public func stop() {
+        lock.withLock { running = false }
+    }
+
+    static func isValidChannel(_ channel: String) -> Bool {
+        !channel.isEmpty && channel.utf8.count <= 63
+            && channel.utf8.allSatisfy { $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x61...0x7A).contains($0) }
+    }
+
+    private var isRunning: Bool { lock.withLock { running } }
+
+    private func loop() {
+        var backoff = 0.05
+        var connectedBefore = false
+        while isRunning {
+            guard let connection = openAndListen() else {
+                Thread.sleep(forTimeInterval: backoff)
+                backoff = min(backoff * 2, 2)
+                continue
+            }
+            backoff = 0.05
+            if connectedBefore { continuation.yield(.reconnected) }
+            connectedBefore = true
+            pump(connection)
+            PQfinish(connection)
+        }
+        continuation.finish()
+    }
+
+    private func openAndListen() -> OpaquePointer? {
+        let connection = withCStrings(["dbname", "connect_timeout", "application_name"]) { keys in
+            withCStrings([url, "5", "tokengate-listener"]) { values in PQconnectdbParams(keys, values, 1) }
+        }
+        guard let connection else { return nil }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            PQfinish(connection)
+            return nil
+        }
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        let names = lock.withLock { channels }
+        for channel in names {
+            // Channel names were validated to [a-z0-9_]; identifiers cannot be bound.
+            guard let result = PQexec(connection, "LISTEN \"\(channel)\"") else {
+                PQfinish(connection)
+                return nil
+            }
+            let ok = PQresultStatus(result) == PGRES_COMMAND_OK
+            PQclear(result)
+            if !ok {
+                PQfinish(connection)
+                return nil
+            }
+        }
+        return connection
+    }
+
+    /// Waits on the socket (250 ms at a time, to notice `stop()`) and yields notifications until the
+    /// connection fails or the listener stops.
+    private func pump(_ connection: OpaquePointer) {
+        while isRunning {
+            let socket = PQsocket(connection)
+            guard socket >= 0 else { return }
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, 250)
+            if ready < 0, errno != EINTR { return }
+            if ready <= 0 { continue }
+            guard PQconsumeInput(connection) == 1, PQstatus(connection) == CONNECTION_OK else { return }
+            while let notify = PQnotifies(connection) {
+                let channel = String(cString: notify.pointee.relname)
+                let payload = String(cString: notify.pointee.extra)
+                PQfreemem(notify)
+                continuation.yield(.notification(channel: channel, payload: payload))
+            }
+        }
+    }
+}
+
+extension PostgresClient {
+    /// Sends `payload` on `channel` (delivered to listeners when the current transaction commits).
+    public func notify(channel: String, payload: String) async throws {
+        try await query("SELECT pg_notify(\(channel), \(payload))")
+    }
+}
+
+extension PostgresConnection {
+    /// Sends `payload` on `channel` within this connection's transaction.
+    public func notify(channel: String, payload: String) async throws {
+        try await query("SELECT pg_notify(\(channel), \(payload))")
+    }
+
+    /// Takes a transaction-scoped advisory lock if it is free; true when taken. Released at COMMIT
+    /// or ROLLBACK. Use inside `withTransaction`.
+    public func tryAdvisoryTransactionLock(_ key: Int64) async throws -> Bool {
+        let rows = try await query("SELECT pg_try_advisory_xact_lock(\(key)) AS taken")
+        return try rows.first?.decode(Bool.self, "taken") ?? false
+    }
+
+    /// Waits for a transaction-scoped advisory lock. Use inside `withTransaction`.
+    public func advisoryTransactionLock(_ key: Int64) async throws {
+        try await query("SELECT pg_advisory_xact_lock(\(key))")
+    }
+}

@@ -1,0 +1,148 @@
+public import Foundation
+
+/// A statement and its parameters. Built by string interpolation, where every interpolated value
+/// becomes a bound parameter (`$1`, `$2`, …), never SQL text:
+///
+///     let query: PostgresQuery = "SELECT id FROM accounts WHERE subject = \(subject) AND provider = \(provider)"
+///
+/// SQL that is not a literal (identifiers, generated statements) needs ``init(unsafeSQL:binds:)``:
+/// danger wears its name.
+public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
+    public private(set) var sql: String
+    public private(set) var binds: [PostgresBind]
+
+    public init(stringLiteral value: String) {
+        sql = value
+        binds = []
+    }
+
+    public init(stringInterpolation: StringInterpolation) {
+        sql = stringInterpolation.sql
+        binds = stringInterpolation.binds
+    }
+
+    /// SQL taken as is. Never build `sql` from input; bind values instead.
+    public init(unsafeSQL sql: String, binds: [PostgresBind] = []) {
+        self.sql = sql
+        self.binds = binds
+    }
+
+    public struct StringInterpolation: StringInterpolationProtocol {
+        var sql = ""
+        var binds: [PostgresBind] = []
+
+        public init(literalCapacity: Int, interpolationCount: Int) {
+            sql.reserveCapacity(literalCapacity + interpolationCount * 3)
+            binds.reserveCapacity(interpolationCount)
+        }
+
+        public mutating func appendLiteral(_ literal: String) { sql += literal }
+
+        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value) {
+            binds.append(PostgresBind(value))
+            sql += "$\(binds.count)"
+        }
+
+        public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
+            binds.append(value.map(PostgresBind.init) ?? PostgresBind(null: Value.postgresTypeOID))
+            sql += "$\(binds.count)"
+        }
+    }
+}
+
+/// One bound parameter in PostgreSQL's text format, with its type.
+public struct PostgresBind: Sendable {
+    public var text: String?
+    public var typeOID: UInt32
+
+    public init<Value: PostgresEncodable>(_ value: Value) {
+        text = value.postgresText
+        typeOID = Value.postgresTypeOID
+    }
+
+    public init(null typeOID: UInt32) {
+        text = nil
+        self.typeOID = typeOID
+    }
+}
+
+/// A Swift value that can be bound as a parameter (in text format).
+public protocol PostgresEncodable: Sendable {
+    static var postgresTypeOID: UInt32 { get }
+    var postgresText: String { get }
+}
+
+extension String: PostgresEncodable {
+    public static var postgresTypeOID: UInt32 { 25 }  // text
+    public var postgresText: String { self }
+}
+
+extension Int: PostgresEncodable {
+    public static var postgresTypeOID: UInt32 { 20 }  // int8
+    public var postgresText: String { String(self) }
+}
+
+extension Int64: PostgresEncodable {
+    public static var postgresTypeOID: UInt32 { 20 }  // int8
+    public var postgresText: String { String(self) }
+}
+
+extension Int32: PostgresEncodable {
+    public static var postgresTypeOID: UInt32 { 23 }  // int4
+    public var postgresText: String { String(self) }
+}
+
+extension Bool: PostgresEncodable {
+    public static var postgresTypeOID: UInt32 { 16 }  // bool
+    public var postgresText: String { self ? "t" : "f" }
+}
+
+extension Double: PostgresEncodable {
+    public static var postgresTypeOID: UInt32 { 701 }  // float8
+    public var postgresText: String {
+        if isNaN { return "NaN" }
+        if isInfinite { return self > 0 ? "Infinity" : "-Infinity" }
+        return String(self)
+    }
+}
+
+extension UUID: PostgresEncodable {
+    public static var postgresTypeOID: UInt32 { 2950 }  // uuid
+    public var postgresText: String { uuidString.lowercased() }
+}
+
+extension Date: PostgresEncodable {
+    public static var postgresTypeOID: UInt32 { 1184 }  // timestamptz
+    /// Microseconds since the epoch, rendered in UTC as `YYYY-MM-DD HH:MM:SS.ffffff+00`.
+    public var postgresText: String { PostgresTimestamp.format(self) }
+}
+
+/// `bytea`, sent in hex format (`\x…`).
+public struct PostgresBytes: PostgresEncodable, Equatable, Hashable {
+    public var bytes: [UInt8]
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+    public static var postgresTypeOID: UInt32 { 17 }  // bytea
+    public var postgresText: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text = [UInt8]("\\x".utf8)
+        text.reserveCapacity(2 + bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
+
+/// `text[]`, as an array literal with every element quoted.
+public struct PostgresTextArray: PostgresEncodable, Equatable {
+    public var elements: [String]
+    public init(_ elements: [String]) { self.elements = elements }
+    public static var postgresTypeOID: UInt32 { 1009 }  // text[]
+    public var postgresText: String {
+        let quoted = elements.map { element in
+            "\"" + element.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }
+        return "{" + quoted.joined(separator: ",") + "}"
+    }
+}

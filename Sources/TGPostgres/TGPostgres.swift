@@ -1,1 +1,0 @@
-// TGPostgres — placeholder until the module lands; replaced by its real sources.
