@@ -1,0 +1,207 @@
+import Foundation
+import Logging
+import TGCrypto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Checks a decoded configuration and lists every problem with its key path.
+struct ConfigurationValidator {
+    let configuration: TokenGateConfiguration
+    private var found: [ConfigurationError.Problem] = []
+
+    init(configuration: TokenGateConfiguration) { self.configuration = configuration }
+
+    func problems() -> [ConfigurationError.Problem] {
+        var validator = self
+        validator.check()
+        return validator.found
+    }
+
+    private mutating func problem(_ key: String, _ message: String) { found.append(.init(key: key, message: message)) }
+
+    private mutating func check() {
+        let c = configuration
+        checkServer(c.server)
+        if let url = c.database.url {
+            secret(url, "database.url")
+            if url.problem == nil, url.value.isEmpty { problem("database.url", "must not be empty") }
+        } else {
+            problem("database.url", "is required: set it in the file or with TOKENGATE_DATABASE_URL")
+        }
+        positive(c.database.poolSize, "database.pool_size")
+        positive(c.database.acquireTimeoutSeconds, "database.acquire_timeout_seconds")
+        positive(c.database.statementTimeoutSeconds, "database.statement_timeout_seconds")
+        if Logger.Level(rawValue: c.log.level) == nil {
+            problem("log.level", "must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        checkEncryption(c.encryption)
+        checkClients(c.clients, providers: Set(c.providers.map(\.name)))
+        checkProviders(c.providers)
+        checkUpstreams(c.upstreams, providers: Set(c.providers.map(\.name)))
+        positive(c.sessions.accessTokenTTLSeconds, "sessions.access_token_ttl_seconds")
+        positive(c.sessions.refreshTokenIdleTTLSeconds, "sessions.refresh_token_idle_ttl_seconds")
+        positive(c.sessions.refreshTokenAbsoluteTTLSeconds, "sessions.refresh_token_absolute_ttl_seconds")
+        positive(c.sessions.handoffCodeTTLSeconds, "sessions.handoff_code_ttl_seconds")
+        positive(c.sessions.pendingLoginTTLSeconds, "sessions.pending_login_ttl_seconds")
+        positive(c.sweeper.intervalSeconds, "sweeper.interval_seconds")
+    }
+
+    private mutating func checkServer(_ server: TokenGateConfiguration.Server) {
+        if !Self.isIPAddress(server.host) { problem("server.host", "must be an IPv4 or IPv6 address") }
+        if !(1...65535).contains(server.port) { problem("server.port", "must be between 1 and 65535") }
+        webURL(server.publicBaseURL, "server.public_base_url")
+        for (index, proxy) in server.trustedProxies.enumerated() where Self.parseCIDR(proxy) == nil {
+            problem("server.trusted_proxies[\(index)]", "must be an IP address or CIDR (10.0.0.0/8)")
+        }
+        if let threads = server.threads { positive(threads, "server.threads") }
+        positive(server.connectionLimit, "server.connection_limit")
+        positive(server.connectionTimeoutSeconds, "server.connection_timeout_seconds")
+        positive(server.maxBodyBytes, "server.max_body_bytes")
+        positive(server.requestTimeoutSeconds, "server.request_timeout_seconds")
+        positive(server.drainTimeoutSeconds, "server.drain_timeout_seconds")
+    }
+
+    private mutating func checkEncryption(_ encryption: TokenGateConfiguration.Encryption) {
+        var seen: Set<String> = []
+        for (index, key) in encryption.keys.enumerated() {
+            let path = "encryption.keys[\(index)]"
+            if key.id.isEmpty || key.id.utf8.count > 64 || !key.id.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) {
+                problem("\(path).id", "must be 1 to 64 printable characters without spaces")
+            }
+            if !seen.insert(key.id).inserted { problem("\(path).id", "duplicates another key id") }
+            secret(key.secret, "\(path).secret")
+            if key.secret.problem == nil, Self.decodeKey(key.secret.value)?.count != 32 {
+                problem("\(path).secret", "must be 32 bytes, base64 or base64url encoded (openssl rand -base64 32)")
+            }
+        }
+        if let current = encryption.currentKeyID {
+            if !seen.contains(current) { problem("encryption.current_key_id", "names no key in encryption.keys") }
+        } else if !encryption.keys.isEmpty {
+            problem("encryption.current_key_id", "is required when keys are set")
+        }
+    }
+
+    private mutating func checkClients(_ clients: [TokenGateConfiguration.Client], providers: Set<String>) {
+        var seen: Set<String> = []
+        for (index, client) in clients.enumerated() {
+            let path = "clients[\(index)]"
+            if client.clientID.isEmpty { problem("\(path).client_id", "must not be empty") }
+            if !seen.insert(client.clientID).inserted { problem("\(path).client_id", "duplicates another client") }
+            if client.redirectURIs.isEmpty { problem("\(path).redirect_uris", "must list at least one redirect URI") }
+            for (position, uri) in client.redirectURIs.enumerated() {
+                if let message = Self.redirectURIProblem(uri) { problem("\(path).redirect_uris[\(position)]", message) }
+            }
+            for (position, name) in client.providers.enumerated() where !providers.contains(name) {
+                problem("\(path).providers[\(position)]", "names no configured provider")
+            }
+        }
+    }
+
+    private mutating func checkProviders(_ providers: [TokenGateConfiguration.Provider]) {
+        var seen: Set<String> = []
+        for (index, provider) in providers.enumerated() {
+            let path = "providers[\(index)]"
+            if !Self.isURLSafeName(provider.name) { problem("\(path).name", "must be 1 to 64 of a-z, 0-9, - and _") }
+            if !seen.insert(provider.name).inserted { problem("\(path).name", "duplicates another provider") }
+            webURL(provider.issuer, "\(path).issuer")
+            if provider.clientID.isEmpty { problem("\(path).client_id", "must not be empty") }
+            if let secret = provider.clientSecret { self.secret(secret, "\(path).client_secret") }
+            if let key = provider.privateKey { secret(key, "\(path).private_key") }
+            switch provider.authMethod {
+            case .clientSecretBasic, .clientSecretPost:
+                if provider.clientSecret == nil { problem("\(path).client_secret", "is required for \(provider.authMethod.rawValue)") }
+            case .privateKeyJWT:
+                if provider.privateKey == nil { problem("\(path).private_key", "is required for private_key_jwt") }
+            }
+        }
+    }
+
+    private mutating func checkUpstreams(_ upstreams: [TokenGateConfiguration.Upstream], providers: Set<String>) {
+        var seen: Set<String> = []
+        for (index, upstream) in upstreams.enumerated() {
+            let path = "upstreams[\(index)]"
+            if !Self.isURLSafeName(upstream.name) { problem("\(path).name", "must be 1 to 64 of a-z, 0-9, - and _") }
+            if !seen.insert(upstream.name).inserted { problem("\(path).name", "duplicates another upstream") }
+            webURL(upstream.baseURL, "\(path).base_url")
+            if !providers.contains(upstream.provider) { problem("\(path).provider", "names no configured provider") }
+            positive(upstream.timeoutSeconds, "\(path).timeout_seconds")
+            positive(upstream.maxBodyBytes, "\(path).max_body_bytes")
+        }
+    }
+
+    private mutating func positive(_ value: Int, _ key: String) {
+        if value <= 0 { problem(key, "must be positive") }
+    }
+
+    private mutating func secret(_ secret: Secret, _ key: String) {
+        if let message = secret.problem { problem(key, message) }
+    }
+
+    /// https, or http to a loopback host (development and tests).
+    private mutating func webURL(_ text: String, _ key: String) {
+        guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+            problem(key, "must be an absolute https URL")
+            return
+        }
+        if url.fragment != nil || url.user != nil || url.password != nil { problem(key, "must have no fragment or user info") }
+        if scheme == "https" { return }
+        if scheme == "http", Self.isLoopback(host) { return }
+        problem(key, "must be an https URL (http is allowed for loopback hosts only)")
+    }
+
+    static func redirectURIProblem(_ uri: String) -> String? {
+        guard let url = URLComponents(string: uri), let scheme = url.scheme?.lowercased(), !scheme.isEmpty else {
+            return "must be an absolute URI"
+        }
+        if url.fragment != nil { return "must not have a fragment" }
+        switch scheme {
+        case "https":
+            return (url.host ?? "").isEmpty ? "must name a host" : nil
+        case "http":
+            return Self.isLoopback(url.host ?? "") ? nil : "http is allowed for loopback hosts only (RFC 8252 §7.3)"
+        case "javascript", "data", "file", "vbscript", "about", "blob":
+            return "scheme \(scheme) is not allowed"
+        default:
+            // Private-use URI scheme (RFC 8252 §7.1), e.g. com.example.app:/oauth2redirect.
+            return scheme.contains(".") ? nil : "a custom scheme must be a reverse domain name (com.example.app)"
+        }
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if bare == "localhost" || bare == "::1" { return true }
+        var address = in_addr()
+        return inet_pton(AF_INET, bare, &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
+    }
+
+    static func isIPAddress(_ text: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
+
+    /// `(address, prefix length)` for `10.0.0.0/8`, `::1`, `192.168.1.5`.
+    static func parseCIDR(_ text: String) -> (address: String, prefix: Int)? {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count <= 2, isIPAddress(String(parts[0])) else { return nil }
+        let maximum = parts[0].contains(":") ? 128 : 32
+        guard parts.count == 2 else { return (String(parts[0]), maximum) }
+        guard let prefix = Int(parts[1]), (0...maximum).contains(prefix) else { return nil }
+        return (String(parts[0]), prefix)
+    }
+
+    static func isURLSafeName(_ name: String) -> Bool {
+        (1...64).contains(name.utf8.count)
+            && name.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D || $0 == 0x5F }
+    }
+
+    /// A 32-byte key from base64 (standard, padded or not) or base64url.
+    static func decodeKey(_ text: String) -> [UInt8]? {
+        if let bytes = try? Base64URL.decode(text) { return bytes }
+        var padded = text
+        while padded.count % 4 != 0 { padded += "=" }
+        return Data(base64Encoded: padded).map { Array($0) }
+    }
+}

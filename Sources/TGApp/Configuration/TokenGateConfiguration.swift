@@ -1,0 +1,286 @@
+/// TokenGate's configuration: one file (YAML or JSON, snake_case keys) plus `TOKENGATE_*`
+/// environment overrides. Every key, its type, default and variable is listed in
+/// `docs/configuration.md`. Load it with ``ConfigurationLoader``.
+public struct TokenGateConfiguration: Sendable, Codable {
+    public var server: Server
+    public var database: Database
+    public var log: Log
+    public var encryption: Encryption
+    public var clients: [Client]
+    public var providers: [Provider]
+    public var upstreams: [Upstream]
+    public var sessions: Sessions
+    public var sweeper: Sweeper
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case server, database, log, encryption, clients, providers, upstreams, sessions, sweeper
+    }
+
+    /// Sections are always present: the loader inserts `{}` for a missing one, so its defaults apply.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        server = try c.decode(Server.self, forKey: .server)
+        database = try c.decode(Database.self, forKey: .database)
+        log = try c.decode(Log.self, forKey: .log)
+        encryption = try c.decode(Encryption.self, forKey: .encryption)
+        clients = try c.value(.clients, default: [])
+        providers = try c.value(.providers, default: [])
+        upstreams = try c.value(.upstreams, default: [])
+        sessions = try c.decode(Sessions.self, forKey: .sessions)
+        sweeper = try c.decode(Sweeper.self, forKey: .sweeper)
+    }
+
+    /// Listening, proxies in front, and the limits protecting the server.
+    public struct Server: Sendable, Codable {
+        public var host: String
+        public var port: Int
+        /// The URL clients and providers reach TokenGate at (callback URLs are built from it).
+        public var publicBaseURL: String
+        /// Peers whose `X-Forwarded-*` / `Forwarded` headers are honoured (IPs or CIDRs).
+        public var trustedProxies: [String]
+        public var threads: Int?
+        public var connectionLimit: Int
+        public var connectionTimeoutSeconds: Int
+        public var maxBodyBytes: Int
+        public var requestTimeoutSeconds: Int
+        public var drainTimeoutSeconds: Int
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case host, port, threads
+            case publicBaseURL = "public_base_url"
+            case trustedProxies = "trusted_proxies"
+            case connectionLimit = "connection_limit"
+            case connectionTimeoutSeconds = "connection_timeout_seconds"
+            case maxBodyBytes = "max_body_bytes"
+            case requestTimeoutSeconds = "request_timeout_seconds"
+            case drainTimeoutSeconds = "drain_timeout_seconds"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            host = try c.value(.host, default: "127.0.0.1")
+            port = try c.value(.port, default: 8080)
+            publicBaseURL = try c.value(.publicBaseURL, default: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
+            trustedProxies = try c.value(.trustedProxies, default: [])
+            threads = try c.decodeIfPresent(Int.self, forKey: .threads)
+            connectionLimit = try c.value(.connectionLimit, default: 4096)
+            connectionTimeoutSeconds = try c.value(.connectionTimeoutSeconds, default: 15)
+            maxBodyBytes = try c.value(.maxBodyBytes, default: 1 << 20)
+            requestTimeoutSeconds = try c.value(.requestTimeoutSeconds, default: 30)
+            drainTimeoutSeconds = try c.value(.drainTimeoutSeconds, default: 10)
+        }
+    }
+
+    public struct Database: Sendable, Codable {
+        /// libpq connection URI; may carry a password, hence a secret.
+        public var url: Secret?
+        public var poolSize: Int
+        public var acquireTimeoutSeconds: Int
+        public var statementTimeoutSeconds: Int
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case url
+            case poolSize = "pool_size"
+            case acquireTimeoutSeconds = "acquire_timeout_seconds"
+            case statementTimeoutSeconds = "statement_timeout_seconds"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            url = try c.decodeIfPresent(Secret.self, forKey: .url)
+            poolSize = try c.value(.poolSize, default: 10)
+            acquireTimeoutSeconds = try c.value(.acquireTimeoutSeconds, default: 5)
+            statementTimeoutSeconds = try c.value(.statementTimeoutSeconds, default: 30)
+        }
+    }
+
+    public struct Log: Sendable, Codable {
+        /// trace, debug, info, notice, warning, error, critical
+        public var level: String
+        /// One line per request.
+        public var accessLog: Bool
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case level
+            case accessLog = "access_log"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            level = try c.value(.level, default: "info")
+            accessLog = try c.value(.accessLog, default: true)
+        }
+    }
+
+    /// Keys for data at rest (AES-256-GCM). The current key encrypts; every listed key decrypts.
+    public struct Encryption: Sendable, Codable {
+        public var keys: [Key]
+        public var currentKeyID: String?
+
+        public struct Key: Sendable, Codable {
+            public var id: String
+            /// 32 bytes, base64 or base64url.
+            public var secret: Secret
+
+            enum CodingKeys: String, CodingKey, CaseIterable {
+                case id, secret
+            }
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case keys
+            case currentKeyID = "current_key_id"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            keys = try c.value(.keys, default: [])
+            currentKeyID = try c.decodeIfPresent(String.self, forKey: .currentKeyID)
+        }
+    }
+
+    /// A registered app.
+    public struct Client: Sendable, Codable {
+        public var clientID: String
+        /// Exact redirect URIs (custom schemes, https universal links; http only for loopback).
+        public var redirectURIs: [String]
+        /// Providers this app may log in with (empty: all).
+        public var providers: [String]
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case providers
+            case clientID = "client_id"
+            case redirectURIs = "redirect_uris"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            clientID = try c.decode(String.self, forKey: .clientID)
+            redirectURIs = try c.value(.redirectURIs, default: [])
+            providers = try c.value(.providers, default: [])
+        }
+    }
+
+    /// An identity provider TokenGate is the confidential client of.
+    public struct Provider: Sendable, Codable {
+        public enum Kind: String, Sendable, Codable, CaseIterable {
+            case oidc, entra, b2c, cognito, google, yahoojp
+        }
+
+        public enum AuthMethod: String, Sendable, Codable, CaseIterable {
+            case clientSecretBasic = "client_secret_basic"
+            case clientSecretPost = "client_secret_post"
+            case privateKeyJWT = "private_key_jwt"
+        }
+
+        public var name: String
+        public var kind: Kind
+        /// Issuer URL; discovery is `<issuer>/.well-known/openid-configuration`.
+        public var issuer: String
+        public var clientID: String
+        public var clientSecret: Secret?
+        /// PEM private key for `private_key_jwt`.
+        public var privateKey: Secret?
+        public var authMethod: AuthMethod
+        public var scopes: [String]
+        public var tenant: String?
+        public var policies: [String]
+        public var domain: String?
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case name, kind, issuer, scopes, tenant, policies, domain
+            case clientID = "client_id"
+            case clientSecret = "client_secret"
+            case privateKey = "private_key"
+            case authMethod = "auth_method"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.decode(String.self, forKey: .name)
+            kind = try c.value(.kind, default: .oidc)
+            issuer = try c.value(.issuer, default: "")
+            clientID = try c.value(.clientID, default: "")
+            clientSecret = try c.decodeIfPresent(Secret.self, forKey: .clientSecret)
+            privateKey = try c.decodeIfPresent(Secret.self, forKey: .privateKey)
+            authMethod = try c.value(.authMethod, default: .clientSecretBasic)
+            scopes = try c.value(.scopes, default: ["openid", "profile", "email", "offline_access"])
+            tenant = try c.decodeIfPresent(String.self, forKey: .tenant)
+            policies = try c.value(.policies, default: [])
+            domain = try c.decodeIfPresent(String.self, forKey: .domain)
+        }
+    }
+
+    /// An API reachable through `/api/{name}/…`.
+    public struct Upstream: Sendable, Codable {
+        public var name: String
+        public var baseURL: String
+        public var provider: String
+        public var scopes: [String]
+        public var timeoutSeconds: Int
+        public var maxBodyBytes: Int
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case name, provider, scopes
+            case baseURL = "base_url"
+            case timeoutSeconds = "timeout_seconds"
+            case maxBodyBytes = "max_body_bytes"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.decode(String.self, forKey: .name)
+            baseURL = try c.value(.baseURL, default: "")
+            provider = try c.value(.provider, default: "")
+            scopes = try c.value(.scopes, default: [])
+            timeoutSeconds = try c.value(.timeoutSeconds, default: 30)
+            maxBodyBytes = try c.value(.maxBodyBytes, default: 10 << 20)
+        }
+    }
+
+    /// Lifetimes of TokenGate's own credentials.
+    public struct Sessions: Sendable, Codable {
+        public var accessTokenTTLSeconds: Int
+        public var refreshTokenIdleTTLSeconds: Int
+        public var refreshTokenAbsoluteTTLSeconds: Int
+        public var handoffCodeTTLSeconds: Int
+        public var pendingLoginTTLSeconds: Int
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case accessTokenTTLSeconds = "access_token_ttl_seconds"
+            case refreshTokenIdleTTLSeconds = "refresh_token_idle_ttl_seconds"
+            case refreshTokenAbsoluteTTLSeconds = "refresh_token_absolute_ttl_seconds"
+            case handoffCodeTTLSeconds = "handoff_code_ttl_seconds"
+            case pendingLoginTTLSeconds = "pending_login_ttl_seconds"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            accessTokenTTLSeconds = try c.value(.accessTokenTTLSeconds, default: 900)
+            refreshTokenIdleTTLSeconds = try c.value(.refreshTokenIdleTTLSeconds, default: 30 * 86400)
+            refreshTokenAbsoluteTTLSeconds = try c.value(.refreshTokenAbsoluteTTLSeconds, default: 90 * 86400)
+            handoffCodeTTLSeconds = try c.value(.handoffCodeTTLSeconds, default: 60)
+            pendingLoginTTLSeconds = try c.value(.pendingLoginTTLSeconds, default: 600)
+        }
+    }
+
+    public struct Sweeper: Sendable, Codable {
+        public var intervalSeconds: Int
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case intervalSeconds = "interval_seconds"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            intervalSeconds = try c.value(.intervalSeconds, default: 60)
+        }
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// The value at `key`, or `fallback` when the key is absent or null.
+    func value<T: Decodable>(_ key: Key, default fallback: @autoclosure () throws -> T) throws -> T {
+        try decodeIfPresent(T.self, forKey: key) ?? fallback()
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import TGApp
+import Testing
+
+@Suite struct ConfigurationTests {
+    static let key1 = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  // 32 bytes, base64
+    static let key2 = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA"  // 32 bytes, base64url
+
+    func write(_ text: String, extension ext: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tg-config-\(UUID().uuidString).\(ext)").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    func problems(_ path: String?, _ environment: [String: String] = [:]) -> [ConfigurationError.Problem] {
+        do {
+            _ = try ConfigurationLoader.load(path: path, environment: environment)
+            return []
+        } catch {
+            return error.problems
+        }
+    }
+
+    let yaml = """
+        server:
+          port: 9000
+          public_base_url: https://auth.example.com
+          trusted_proxies: [10.0.0.0/8, "::1"]
+        database:
+          url: { env: TEST_DB_URL }
+        encryption:
+          current_key_id: k2
+          keys:
+            - { id: k1, secret: \(key1) }
+            - { id: k2, secret: { env: TEST_KEY2 } }
+        clients:
+          - client_id: ios-app
+            redirect_uris: ["com.example.app:/oauth2redirect", "https://app.example.com/cb"]
+            providers: [entra]
+        providers:
+          - name: entra
+            kind: entra
+            issuer: https://login.microsoftonline.com/common/v2.0
+            client_id: abc
+            client_secret: { file: SECRET_FILE }
+        upstreams:
+          - { name: graph, base_url: "https://graph.microsoft.com/v1.0", provider: entra, scopes: [User.Read] }
+        """
+
+    @Test func loadsYAMLWithSecretsFromEnvironmentFileAndValueAndDefaults() throws {
+        let secretFile = try write("provider-secret-VALUE\n", extension: "txt")
+        let path = try write(yaml.replacingOccurrences(of: "SECRET_FILE", with: secretFile), extension: "yaml")
+        let configuration = try ConfigurationLoader.load(
+            path: path,
+            environment: ["TEST_DB_URL": "postgresql://u:db-PASSWORD@127.0.0.1/x", "TEST_KEY2": Self.key2]
+        )
+        #expect(configuration.server.port == 9000)
+        #expect(configuration.server.host == "127.0.0.1")
+        #expect(configuration.server.trustedProxies == ["10.0.0.0/8", "::1"])
+        #expect(configuration.database.url?.value == "postgresql://u:db-PASSWORD@127.0.0.1/x")
+        #expect(configuration.database.poolSize == 10)
+        #expect(configuration.encryption.keys.map(\.secret.value) == [Self.key1, Self.key2])
+        #expect(configuration.providers.first?.clientSecret?.value == "provider-secret-VALUE")
+        #expect(configuration.clients.first?.redirectURIs.count == 2)
+        #expect(configuration.sessions.handoffCodeTTLSeconds == 60)
+        #expect(configuration.upstreams.first?.scopes == ["User.Read"])
+    }
+
+    @Test func loadsJSONAndLetsTheEnvironmentOverrideTheFile() throws {
+        let path = try write(
+            #"{"server": {"port": 9000, "connection_limit": 10}, "database": {"url": "postgresql://127.0.0.1/a"}}"#,
+            extension: "json"
+        )
+        let configuration = try ConfigurationLoader.load(
+            path: path,
+            environment: [
+                "TOKENGATE_SERVER_PORT": "9191", "TOKENGATE_DATABASE_URL": "postgresql://127.0.0.1/b",
+                "TOKENGATE_LOG_ACCESS_LOG": "false", "TOKENGATE_SERVER_TRUSTED_PROXIES": "10.1.0.0/16, 127.0.0.1",
+                "TOKENGATE_UNRELATED": "ignored",
+            ]
+        )
+        #expect(configuration.server.port == 9191)
+        #expect(configuration.server.connectionLimit == 10)
+        #expect(configuration.database.url?.value == "postgresql://127.0.0.1/b")
+        #expect(configuration.log.accessLog == false)
+        #expect(configuration.server.trustedProxies == ["10.1.0.0/16", "127.0.0.1"])
+    }
+
+    @Test func runsWithoutAFileFromDefaultsAndEnvironment() throws {
+        let configuration = try ConfigurationLoader.load(path: nil, environment: ["TOKENGATE_DATABASE_URL": "postgresql://127.0.0.1/x"])
+        #expect(configuration.server.publicBaseURL == "http://127.0.0.1:8080")
+        #expect(configuration.providers.isEmpty)
+    }
+
+    @Test func neverPrintsASecretInTheRenderedConfigurationOrADump() throws {
+        let secretFile = try write("provider-secret-VALUE", extension: "txt")
+        let path = try write(yaml.replacingOccurrences(of: "SECRET_FILE", with: secretFile), extension: "yaml")
+        let configuration = try ConfigurationLoader.load(
+            path: path,
+            environment: ["TEST_DB_URL": "postgresql://u:db-PASSWORD@127.0.0.1/x", "TEST_KEY2": Self.key2]
+        )
+        let rendered = ConfigurationLoader.renderRedacted(configuration)
+        var dumped = ""
+        dump(configuration, to: &dumped)
+        for text in [rendered, dumped, String(describing: configuration), String(reflecting: configuration)] {
+            for secret in ["provider-secret-VALUE", "db-PASSWORD", Self.key1, Self.key2] {
+                #expect(!text.contains(secret))
+            }
+        }
+        #expect(rendered.contains("\"public_base_url\" : \"https://auth.example.com\""))
+        #expect(rendered.contains("<redacted>"))
+    }
+
+    @Test func listsEveryProblemAtOnceWithItsKey() throws {
+        let path = try write(
+            """
+            server: { port: 70000, public_base_url: "http://auth.example.com", trusted_proxies: [not-an-ip], prot: 1 }
+            encryption: { current_key_id: nope, keys: [{ id: k1, secret: c2hvcnQ= }] }
+            clients:
+              - { client_id: app, redirect_uris: ["http://evil.example.com/cb", "myapp:/cb", "https://ok.example.com/cb#frag"], providers: [ghost] }
+            providers:
+              - { name: Bad Name, issuer: "http://idp.example.com", client_id: "" }
+            upstreams:
+              - { name: graph, base_url: "ftp://x", provider: ghost }
+            """,
+            extension: "yaml"
+        )
+        let keys = Set(problems(path, ["TOKENGATE_SERVER_NOPE": "1"]).map(\.key))
+        let expected: Set<String> = [
+            "server.prot", "TOKENGATE_SERVER_NOPE", "server.port", "server.public_base_url", "server.trusted_proxies[0]",
+            "database.url", "encryption.keys[0].secret", "encryption.current_key_id",
+            "clients[0].redirect_uris[0]", "clients[0].redirect_uris[1]", "clients[0].redirect_uris[2]", "clients[0].providers[0]",
+            "providers[0].name", "providers[0].issuer", "providers[0].client_id", "providers[0].client_secret",
+            "upstreams[0].base_url", "upstreams[0].provider",
+        ]
+        #expect(keys == expected)
+    }
+
+    @Test func allowsPlainHTTPOnlyForLoopbackHosts() throws {
+        let config = { (issuer: String) in
+            """
+            database: { url: "postgresql://127.0.0.1/x" }
+            providers: [{ name: dev, issuer: "\(issuer)", client_id: a, client_secret: s }]
+            """
+        }
+        #expect(problems(try write(config("http://127.0.0.1:9400"), extension: "yaml")).isEmpty)
+        #expect(problems(try write(config("http://localhost:9400"), extension: "yaml")).isEmpty)
+        #expect(problems(try write(config("http://10.0.0.1:9400"), extension: "yaml")).map(\.key) == ["providers[0].issuer"])
+    }
+
+    @Test func reportsAMissingFileMalformedYAMLAndWrongTypesClearly() throws {
+        #expect(problems("/nonexistent/tokengate.yaml").first?.message == "file not found or not readable")
+        let malformed = try write("server: [unclosed\n  port: {", extension: "yaml")
+        #expect(problems(malformed).first?.message.hasPrefix("is not valid YAML") == true)
+        let wrongType = try write("server: { port: eighty }\ndatabase: { url: x }", extension: "yaml")
+        #expect(problems(wrongType).map(\.key) == ["server.port"])
+        let secretMissing = try write("database: { url: { env: NOT_SET_ANYWHERE } }", extension: "yaml")
+        #expect(problems(secretMissing).map(\.message) == ["environment variable NOT_SET_ANYWHERE is not set"])
+    }
+}
