@@ -87,13 +87,17 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
             ],
+            // Migrations/ links to db/migrations: the SQL is compiled into the binary, so a binary
+            // always knows exactly which schema versions it understands.
+            resources: [.embedInCode("Migrations")],
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "tokengate",
             dependencies: [
-                "TGApp",
+                "TGApp", "TGPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

@@ -85,6 +85,8 @@ public struct JSONLogHandler: LogHandler {
         case .stringConvertible(let convertible):
             if let number = convertible as? any BinaryInteger {
                 line += "\(number)"
+            } else if let number = convertible as? Double, number.isFinite {
+                line += "\(number)"
             } else if let flag = convertible as? Bool {
                 line += flag ? "true" : "false"
             } else {

@@ -1,0 +1,13 @@
+public import TGPostgres
+
+/// TokenGate's schema, as the numbered SQL files in `db/migrations/` (compiled into the binary).
+/// Add a file there and a line here; a test checks that the two agree.
+public enum SchemaMigrations {
+    public static let all: [Migration] = [
+        migration(1, "initial", PackageResources._001_initial_sql)
+    ]
+
+    private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {
+        Migration(version: version, name: name, sql: String(decoding: bytes, as: UTF8.self))
+    }
+}

@@ -1,3 +1,0 @@
-import TGApp
-
-print(tokenGateVersion)

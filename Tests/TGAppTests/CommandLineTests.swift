@@ -1,0 +1,78 @@
+import Foundation
+import TGPostgres
+import TGTesting
+import Testing
+
+/// Runs the real `tokengate` executable built next to the test bundle.
+struct TokenGateProcess {
+    static var executable: String {
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        var url = directory
+        // The test runner may be inside an .xctest bundle directory.
+        while !FileManager.default.fileExists(atPath: url.appendingPathComponent("tokengate").path), url.path != "/" {
+            url.deleteLastPathComponent()
+        }
+        return url.appendingPathComponent("tokengate").path
+    }
+
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await offPool {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            process.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
+            let out = Pipe()
+            let err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            let stdout = out.fileHandleForReading.readDataToEndOfFile()
+            let stderr = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+        }
+    }
+}
+
+@Suite struct CommandLineTests {
+    @Test func checkConfigExitsWith2AndListsEveryProblem() async throws {
+        let result = try await TokenGateProcess.run(
+            ["check-config"],
+            environment: ["TOKENGATE_SERVER_PORT": "0", "TOKENGATE_LOG_LEVEL": "loud"]
+        )
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("server.port: must be between 1 and 65535"))
+        #expect(result.stderr.contains("log.level: must be one of"))
+        #expect(result.stderr.contains("database.url: is required"))
+    }
+
+    @Test func checkConfigPrintsTheEffectiveConfigurationWithTheDatabasePasswordRedacted() async throws {
+        let result = try await TokenGateProcess.run(
+            ["check-config"],
+            environment: ["TOKENGATE_DATABASE_URL": "postgresql://u:hunter2@127.0.0.1/db"]
+        )
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("\"port\" : 8080"))
+        #expect(!result.stdout.contains("hunter2"))
+    }
+
+    @Test func migrateAppliesOnceThenReportsUpToDateAndServeRefusesAnUnmigratedDatabase() async throws {
+        try await TestDatabase.withFreshDatabase { _, url async throws in
+            let environment = ["TOKENGATE_DATABASE_URL": url]
+            let serveBefore = try await TokenGateProcess.run(["serve"], environment: environment.merging(["TOKENGATE_SERVER_PORT": "1"]) { $1 })
+            #expect(serveBefore.status == 1)
+            #expect(serveBefore.stdout.contains("run `tokengate migrate`"))
+            let first = try await TokenGateProcess.run(["migrate"], environment: environment)
+            #expect(first.status == 0)
+            #expect(first.stdout.contains("applied 1 initial"))
+            let second = try await TokenGateProcess.run(["migrate"], environment: environment)
+            #expect(second.stdout.contains("schema is up to date"))
+        }
+    }
+
+    @Test func migrateExitsWith1WhenTheDatabaseIsUnreachable() async throws {
+        let result = try await TokenGateProcess.run(["migrate"], environment: ["TOKENGATE_DATABASE_URL": "postgresql://x@127.0.0.1:1/none"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("could not connect"))
+    }
+}
