@@ -1,0 +1,149 @@
+import CCurl
+import CShims
+import Foundation
+import HTTPTypes
+
+/// A request body.
+public enum HTTPClientRequestBody: Sendable {
+    case none
+    case bytes([UInt8])
+    /// Produced while sending: `length` when known (else chunked transfer encoding); the closure
+    /// writes chunks and returns at the end. Writing waits while the connection is behind.
+    case stream(length: Int?, @Sendable (HTTPClientBodyWriter) async throws -> Void)
+}
+
+/// Writes the chunks of a streamed request body.
+public struct HTTPClientBodyWriter: Sendable {
+    let channel: BodyChannel
+    let resume: @Sendable () -> Void
+
+    /// Queues `bytes`; waits while more than the buffer size is queued. Throws
+    /// ``HTTPClientError/cancelled`` once the transfer has ended.
+    public func write(_ bytes: [UInt8]) async throws {
+        guard !bytes.isEmpty else { return }
+        guard await channel.send(bytes) else { throw HTTPClientError.cancelled }
+        resume()
+    }
+}
+
+extension HTTPClient {
+    /// Sets the easy handle up for `request`; throws before anything is sent when the URL is
+    /// refused.
+    func prepare(_ transfer: Transfer, _ request: HTTPRequest, body: HTTPClientRequestBody, timeout: Duration) throws {
+        let url = try validatedURL(request)
+        let easy = transfer.easy
+        let userdata = Unmanaged.passUnretained(transfer).toOpaque()
+        var codes: [CURLcode] = []
+        func long(_ option: CURLoption, _ value: Int) { codes.append(CShims_curl_easy_setopt_long(easy, option, value)) }
+        func string(_ option: CURLoption, _ value: String) { codes.append(CShims_curl_easy_setopt_ptr(easy, option, value)) }
+        string(CURLOPT_URL, url)
+        string(CURLOPT_PROTOCOLS_STR, "http,https")
+        string(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        long(CURLOPT_NOSIGNAL, 1)
+        long(CURLOPT_SSL_VERIFYPEER, 1)
+        long(CURLOPT_SSL_VERIFYHOST, 2)
+        if let caFile = configuration.caFile { string(CURLOPT_CAINFO, caFile) }
+        long(CURLOPT_FOLLOWLOCATION, configuration.followRedirects ? 1 : 0)
+        long(CURLOPT_MAXREDIRS, 5)
+        long(CURLOPT_TIMEOUT_MS, Self.milliseconds(timeout))
+        long(CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
+        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer))
+        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, userdata))
+        codes.append(CShims_curl_easy_setopt_write_function(easy, CURLOPT_HEADERFUNCTION, headerCallback))
+        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata))
+        codes.append(CShims_curl_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION, writeCallback))
+        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata))
+
+        let method = request.method
+        var hasBody = false
+        switch body {
+        case .none:
+            break
+        case .bytes(let bytes):
+            hasBody = true
+            transfer.uploadBytes = bytes
+            codes.append(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
+        case .stream(let length, let produce):
+            hasBody = true
+            let channel = BodyChannel(highWater: 256 * 1024)
+            transfer.uploadChannel = channel
+            if let length {
+                codes.append(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(length)))
+            } else {
+                transfer.appendHeader("Transfer-Encoding: chunked")
+            }
+            let resume: @Sendable () -> Void = { [weak self] in self?.submit(.resume(transfer)) }
+            let writer = HTTPClientBodyWriter(channel: channel, resume: resume)
+            Task {
+                do {
+                    try await produce(writer)
+                    channel.finish()
+                } catch {
+                    channel.finish(error: error)
+                    self.cancel(transfer)
+                }
+                resume()
+            }
+        }
+        if hasBody {
+            long(CURLOPT_POST, 1)
+            codes.append(CShims_curl_easy_setopt_read_function(easy, CURLOPT_READFUNCTION, readCallback))
+            codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_READDATA, userdata))
+            if method != .post { string(CURLOPT_CUSTOMREQUEST, method.rawValue) }
+        } else if method == .head {
+            long(CURLOPT_NOBODY, 1)
+        } else if method != .get {
+            string(CURLOPT_CUSTOMREQUEST, method.rawValue)
+        }
+        for field in request.headerFields where field.name != .contentLength && field.name != .transferEncoding {
+            transfer.appendHeader("\(field.name.rawName): \(field.value)")
+        }
+        // No "Expect: 100-continue" round trip; no content-type guessed for bodies.
+        transfer.appendHeader("Expect:")
+        if hasBody, request.headerFields[.contentType] == nil { transfer.appendHeader("Content-Type:") }
+        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, transfer.headerList))
+        if let failed = codes.first(where: { $0 != CURLE_OK }) {
+            throw HTTPClientError.from(failed, detail: "setting up the request")
+        }
+    }
+
+    /// The URL for `request`, or a refusal: only http/https, and http only to loopback with the
+    /// test option.
+    func validatedURL(_ request: HTTPRequest) throws -> String {
+        guard let scheme = request.scheme?.lowercased(), let authority = request.authority, !authority.isEmpty else {
+            throw HTTPClientError.invalidURL
+        }
+        let path = request.path ?? "/"
+        guard path.hasPrefix("/"), !authority.contains("@"),
+            !(authority + path).utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F })
+        else { throw HTTPClientError.invalidURL }
+        switch scheme {
+        case "https":
+            break
+        case "http":
+            guard configuration.allowPlainHTTPToLoopbackForTesting, Self.isLoopback(host: Self.host(of: authority)) else {
+                throw HTTPClientError.insecureURLRefused
+            }
+        default:
+            throw HTTPClientError.invalidURL
+        }
+        return "\(scheme)://\(authority)\(path)"
+    }
+
+    static func host(of authority: String) -> String {
+        if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") {
+            return String(authority[authority.index(after: authority.startIndex)..<end])
+        }
+        return String(authority.split(separator: ":", maxSplits: 1).first ?? "")
+    }
+
+    static func isLoopback(host: String) -> Bool {
+        if host.lowercased() == "localhost" || host == "::1" { return true }
+        var address = in_addr()
+        return inet_pton(AF_INET, host, &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int {
+        max(1, Int(duration.components.seconds) * 1000 + Int(duration.components.attoseconds / 1_000_000_000_000_000))
+    }
+}

@@ -1,1 +1,0 @@
-// TGHTTPClient — placeholder until the module lands; replaced by its real sources.

@@ -1,0 +1,234 @@
+import CCurl
+import CShims
+import Foundation
+public import HTTPTypes
+
+/// One request in flight: its easy handle and everything libcurl reads or writes through
+/// callbacks. Created on the caller's task, then owned by the event thread once added.
+final class Transfer: @unchecked Sendable {
+    // Invariants:
+    // - `easy`, `headerList`, `errorBuffer`, and the response-parsing fields (`status`,
+    //   `headerFields`, `body`, `tooLarge`, `headDelivered`) are used during setup on the
+    //   submitting task, then only on the event thread (libcurl calls callbacks there).
+    // - `completion`, `headWaiter`, `finished` and `cancelRequested` are only accessed with `lock`
+    //   held; each continuation is resumed exactly once.
+    enum Mode {
+        case buffered(limit: Int)
+        case streaming(BodyChannel)
+    }
+
+    let easy: OpaquePointer
+    let mode: Mode
+    private(set) var headerList: UnsafeMutablePointer<curl_slist>?
+    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    var status = 0
+    var headerFields = HTTPFields()
+    var body: [UInt8] = []
+    var tooLarge = false
+    var headDelivered = false
+    /// Request body source: fixed bytes (with a read offset) or a channel fed by the caller.
+    var uploadBytes: [UInt8] = []
+    var uploadOffset = 0
+    var uploadChannel: BodyChannel?
+    /// Set on the event thread when a callback paused the transfer.
+    var pausedForWrite = false
+    var pausedForRead = false
+
+    private let lock = NSLock()
+    private var completion: CheckedContinuation<HTTPClientResponse, any Error>?
+    private var headWaiter: CheckedContinuation<HTTPResponse, any Error>?
+    private var finished = false
+    private var cancelRequested = false
+
+    init(mode: Mode) throws {
+        guard let easy = curl_easy_init() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
+        self.easy = easy
+        self.mode = mode
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        if let headerList { curl_slist_free_all(headerList) }
+        errorBuffer.deallocate()
+    }
+
+    func appendHeader(_ line: String) {
+        headerList = curl_slist_append(headerList, line)
+    }
+
+    // MARK: Completion (any thread, under `lock`)
+
+    func awaitCompletion(_ continuation: CheckedContinuation<HTTPClientResponse, any Error>) {
+        lock.withLock { completion = continuation }
+    }
+
+    func awaitHead(_ continuation: CheckedContinuation<HTTPResponse, any Error>) {
+        lock.withLock { headWaiter = continuation }
+    }
+
+    /// Marks the transfer cancelled; true if it had not finished yet.
+    func requestCancel() -> Bool {
+        lock.withLock {
+            cancelRequested = true
+            return !finished
+        }
+    }
+
+    var isCancelRequested: Bool { lock.withLock { cancelRequested } }
+
+    /// Headers are complete (event thread): a streaming caller gets the head now.
+    func deliverHead() {
+        headDelivered = true
+        let head = HTTPResponse(status: .init(code: status), headerFields: headerFields)
+        let waiter = lock.withLock {
+            let waiter = headWaiter
+            headWaiter = nil
+            return waiter
+        }
+        waiter?.resume(returning: head)
+    }
+
+    /// The transfer ended (event thread): resume whoever waits, exactly once.
+    func finish(_ result: CURLcode) {
+        let (completion, headWaiter, cancelled) = lock.withLock {
+            guard !finished else {
+                return (nil as CheckedContinuation<HTTPClientResponse, any Error>?, nil as CheckedContinuation<HTTPResponse, any Error>?, false)
+            }
+            finished = true
+            let taken = (self.completion, self.headWaiter, cancelRequested)
+            self.completion = nil
+            self.headWaiter = nil
+            return taken
+        }
+        let error: HTTPClientError?
+        if cancelled {
+            error = .cancelled
+        } else if tooLarge {
+            error = .responseTooLarge
+        } else if result != CURLE_OK {
+            error = HTTPClientError.from(result, detail: String(cString: errorBuffer))
+        } else {
+            error = nil
+        }
+        uploadChannel?.finish(error: HTTPClientError.cancelled)
+        if let error {
+            completion?.resume(throwing: error)
+            headWaiter?.resume(throwing: error)
+            if case .streaming(let channel) = mode { channel.finish(error: error) }
+            return
+        }
+        let head = HTTPResponse(status: .init(code: status), headerFields: headerFields)
+        completion?.resume(returning: HTTPClientResponse(head: head, body: body))
+        headWaiter?.resume(returning: head)
+        if case .streaming(let channel) = mode { channel.finish() }
+    }
+
+    /// Fails a transfer that never reached libcurl (refused, or the client shut down).
+    func fail(_ error: HTTPClientError) {
+        let (completion, headWaiter) = lock.withLock {
+            finished = true
+            let taken = (self.completion, self.headWaiter)
+            self.completion = nil
+            self.headWaiter = nil
+            return taken
+        }
+        completion?.resume(throwing: error)
+        headWaiter?.resume(throwing: error)
+        if case .streaming(let channel) = mode { channel.finish(error: error) }
+        uploadChannel?.finish(error: error)
+    }
+
+    // MARK: libcurl callbacks (event thread)
+
+    /// One header line: a status line starts a new block, a blank line ends it.
+    func receiveHeader(_ line: UnsafeBufferPointer<UInt8>) {
+        // Drop the line end by bytes: "\r\n" is a single Character in Swift.
+        var count = line.count
+        while count > 0, line[count - 1] == 0x0A || line[count - 1] == 0x0D { count -= 1 }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: line[0..<count]), as: UTF8.self)
+        if text.hasPrefix("HTTP/") {
+            let parts = text.split(separator: " ", maxSplits: 2)
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            headerFields = HTTPFields()
+        } else if text.isEmpty {
+            // 1xx blocks (100 Continue) are followed by the real one.
+            if status >= 200, !headDelivered { deliverHead() }
+        } else if let colon = text.firstIndex(of: ":"), let name = HTTPField.Name(String(text[..<colon])) {
+            let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headerFields.append(HTTPField(name: name, value: value))
+        }
+    }
+
+    /// Body bytes: kept (buffered), queued (streaming), or refused with a pause when the consumer
+    /// is behind.
+    func receiveBody(_ data: UnsafeBufferPointer<UInt8>) -> Int {
+        switch mode {
+        case .buffered(let limit):
+            guard body.count + data.count <= limit else {
+                tooLarge = true
+                return 0
+            }
+            body.append(contentsOf: data)
+            return data.count
+        case .streaming(let channel):
+            if channel.isFinished { return 0 }
+            if channel.offer(Array(data)) { return data.count }
+            pausedForWrite = true
+            return Int(CURL_WRITEFUNC_PAUSE)
+        }
+    }
+
+    /// Request body bytes for libcurl.
+    func sendBody(into destination: UnsafeMutableRawPointer, capacity: Int) -> Int {
+        if let channel = uploadChannel {
+            guard let count = channel.read(into: destination, capacity: capacity) else {
+                pausedForRead = true
+                return Int(CURL_READFUNC_PAUSE)
+            }
+            return count
+        }
+        let count = min(capacity, uploadBytes.count - uploadOffset)
+        guard count > 0 else { return 0 }
+        uploadBytes.withUnsafeBytes { raw in
+            destination.copyMemory(from: raw.baseAddress! + uploadOffset, byteCount: count)
+        }
+        uploadOffset += count
+        return count
+    }
+}
+
+/// A complete response.
+public struct HTTPClientResponse: Sendable {
+    public var head: HTTPResponse
+    public var body: [UInt8]
+
+    public init(head: HTTPResponse, body: [UInt8]) {
+        self.head = head
+        self.body = body
+    }
+}
+
+// libcurl callbacks: `userdata` is the unretained Transfer (kept alive by the client's active set).
+
+let headerCallback: curl_write_callback = { buffer, size, count, userdata in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    let length = size * count
+    buffer!.withMemoryRebound(to: UInt8.self, capacity: length) {
+        transfer.receiveHeader(UnsafeBufferPointer(start: $0, count: length))
+    }
+    return length
+}
+
+let writeCallback: curl_write_callback = { buffer, size, count, userdata in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    let length = size * count
+    return buffer!.withMemoryRebound(to: UInt8.self, capacity: length) {
+        transfer.receiveBody(UnsafeBufferPointer(start: $0, count: length))
+    }
+}
+
+let readCallback: curl_read_callback = { buffer, size, count, userdata in
+    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
+    return transfer.sendBody(into: UnsafeMutableRawPointer(buffer!), capacity: size * count)
+}

@@ -1,0 +1,101 @@
+import Foundation
+import HTTPTypes
+import TGHTTPClient
+import TGHTTPServer
+import Testing
+
+@Suite struct StreamingTests {
+    @Test func streamsA64MiBBodyOfUnknownLengthToASlowConsumer() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.threads = 2
+        let chunk = [UInt8](repeating: 0x5A, count: 64 * 1024)
+        let server = HTTPServer(configuration: configuration) { _ in
+            .response(
+                ServerResponse(
+                    status: .ok,
+                    body: .stream { writer in
+                        for _ in 0..<1024 { try await writer.write(chunk) }
+                    }
+                )
+            )
+        }
+        try server.start()
+        let client = testClient()
+        let response = try await client.stream(get(server.port, "/big"), timeout: .seconds(60), bufferSize: 256 * 1024)
+        #expect(response.head.status == .ok)
+        #expect(response.head.headerFields[.contentLength] == nil)
+        var total = 0
+        var reads = 0
+        for try await piece in response {
+            total += piece.count
+            reads += 1
+            if reads % 256 == 0 { try await Task.sleep(for: .milliseconds(20)) }  // a slow reader
+        }
+        #expect(total == 64 << 20)
+        client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func uploadsABodyOfUnknownLengthChunked() async throws {
+        let server = try echoServer()
+        let client = testClient()
+        let piece = [UInt8](repeating: 0x41, count: 10_000)
+        let response = try await client.stream(
+            get(server.port, "/upload", method: .post),
+            body: .stream(length: nil) { writer in
+                for _ in 0..<300 { try await writer.write(piece) }
+            },
+            timeout: .seconds(30)
+        )
+        let body = try await response.collect(upTo: 8 << 20)
+        #expect(body.count == 3_000_000)
+        #expect(body.allSatisfy { $0 == 0x41 })
+        client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func uploadsAStreamOfKnownLength() async throws {
+        let server = try echoServer()
+        let client = testClient()
+        let response = try await client.stream(
+            get(server.port, "/upload", method: .put),
+            body: .stream(length: 6) { writer in
+                try await writer.write(Array("abc".utf8))
+                try await writer.write(Array("def".utf8))
+            },
+            timeout: .seconds(10)
+        )
+        #expect(response.head.headerFields[HTTPField.Name("X-Method")!] == "PUT")
+        #expect(try await response.collect(upTo: 100) == Array("abcdef".utf8))
+        client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func droppingAStreamedResponseEndsItsTransfer() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.threads = 2
+        let server = HTTPServer(configuration: configuration) { _ in
+            .response(
+                ServerResponse(
+                    status: .ok,
+                    body: .stream { writer in
+                        while true { try await writer.write([UInt8](repeating: 1, count: 65536)) }
+                    }
+                )
+            )
+        }
+        try server.start()
+        let client = testClient()
+        do {
+            let response = try await client.stream(get(server.port, "/endless"), timeout: .seconds(60))
+            var iterator = response.makeAsyncIterator()
+            _ = try await iterator.next()
+        }
+        // The endless producer stops once the client's transfer is gone.
+        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
+        while server.requestsInFlight > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(server.requestsInFlight == 0)
+        client.shutdown()
+        await server.shutdown()
+    }
+}
