@@ -93,7 +93,7 @@ public final class HTTPClient: @unchecked Sendable {
     ) async throws -> HTTPClientResponse {
         let transfer = try Transfer(mode: .buffered(limit: maxResponseBodySize ?? configuration.maxResponseBodySize))
         try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: timeout)
-        return try await withTaskCancellationHandler {
+        let (head, body) = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.awaitCompletion(continuation)
                 submit(.add(transfer))
@@ -101,6 +101,7 @@ public final class HTTPClient: @unchecked Sendable {
         } onCancel: {
             self.cancel(transfer)
         }
+        return HTTPClientResponse(head: head.parse(), body: body)
     }
 
     /// Sends a request and returns as soon as the response head is in; the body follows as a
@@ -126,7 +127,7 @@ public final class HTTPClient: @unchecked Sendable {
         } onCancel: {
             self.cancel(transfer)
         }
-        return HTTPClientStreamingResponse(head: head, channel: channel, transfer: transfer, client: self)
+        return HTTPClientStreamingResponse(head: head.parse(), channel: channel, transfer: transfer, client: self)
     }
 
     func cancel(_ transfer: Transfer) {

@@ -22,7 +22,8 @@ final class Transfer: @unchecked Sendable {
     private(set) var headerList: UnsafeMutablePointer<curl_slist>?
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     var status = 0
-    var headerFields = HTTPFields()
+    /// The current header block as received; parsed off the event thread (see `RawHead`).
+    var headBytes: [UInt8] = []
     var body: [UInt8] = []
     var tooLarge = false
     var headDelivered = false
@@ -35,8 +36,8 @@ final class Transfer: @unchecked Sendable {
     var pausedForRead = false
 
     private let lock = NSLock()
-    private var completion: CheckedContinuation<HTTPClientResponse, any Error>?
-    private var headWaiter: CheckedContinuation<HTTPResponse, any Error>?
+    private var completion: CheckedContinuation<(RawHead, [UInt8]), any Error>?
+    private var headWaiter: CheckedContinuation<RawHead, any Error>?
     private var finished = false
     private var cancelRequested = false
 
@@ -59,11 +60,11 @@ final class Transfer: @unchecked Sendable {
 
     // MARK: Completion (any thread, under `lock`)
 
-    func awaitCompletion(_ continuation: CheckedContinuation<HTTPClientResponse, any Error>) {
+    func awaitCompletion(_ continuation: CheckedContinuation<(RawHead, [UInt8]), any Error>) {
         lock.withLock { completion = continuation }
     }
 
-    func awaitHead(_ continuation: CheckedContinuation<HTTPResponse, any Error>) {
+    func awaitHead(_ continuation: CheckedContinuation<RawHead, any Error>) {
         lock.withLock { headWaiter = continuation }
     }
 
@@ -80,7 +81,7 @@ final class Transfer: @unchecked Sendable {
     /// Headers are complete (event thread): a streaming caller gets the head now.
     func deliverHead() {
         headDelivered = true
-        let head = HTTPResponse(status: .init(code: status), headerFields: headerFields)
+        let head = RawHead(status: status, bytes: headBytes)
         let waiter = lock.withLock {
             let waiter = headWaiter
             headWaiter = nil
@@ -91,10 +92,9 @@ final class Transfer: @unchecked Sendable {
 
     /// The transfer ended (event thread): resume whoever waits, exactly once.
     func finish(_ result: CURLcode) {
-        let (completion, headWaiter, cancelled) = lock.withLock {
-            guard !finished else {
-                return (nil as CheckedContinuation<HTTPClientResponse, any Error>?, nil as CheckedContinuation<HTTPResponse, any Error>?, false)
-            }
+        typealias Waiters = (CheckedContinuation<(RawHead, [UInt8]), any Error>?, CheckedContinuation<RawHead, any Error>?, Bool)
+        let (completion, headWaiter, cancelled): Waiters = lock.withLock {
+            guard !finished else { return (nil, nil, false) }
             finished = true
             let taken = (self.completion, self.headWaiter, cancelRequested)
             self.completion = nil
@@ -118,8 +118,8 @@ final class Transfer: @unchecked Sendable {
             if case .streaming(let channel) = mode { channel.finish(error: error) }
             return
         }
-        let head = HTTPResponse(status: .init(code: status), headerFields: headerFields)
-        completion?.resume(returning: HTTPClientResponse(head: head, body: body))
+        let head = RawHead(status: status, bytes: headBytes)
+        completion?.resume(returning: (head, body))
         headWaiter?.resume(returning: head)
         if case .streaming(let channel) = mode { channel.finish() }
     }
@@ -141,24 +141,27 @@ final class Transfer: @unchecked Sendable {
 
     // MARK: libcurl callbacks (event thread)
 
-    /// One header line: a status line starts a new block, a blank line ends it.
+    /// One header line, kept as bytes (parsing waits for the caller's task): a status line starts
+    /// a new block, a blank line ends it.
     func receiveHeader(_ line: UnsafeBufferPointer<UInt8>) {
-        // Drop the line end by bytes: "\r\n" is a single Character in Swift.
-        var count = line.count
-        while count > 0, line[count - 1] == 0x0A || line[count - 1] == 0x0D { count -= 1 }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: line[0..<count]), as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
-            let parts = text.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-            headerFields = HTTPFields()
-        } else if text.isEmpty {
+        if line.starts(with: Self.statusPrefix) {
+            // "HTTP/1.1 200 …" or "HTTP/2 200": the three digits after the first space.
+            status = 0
+            if let space = line.firstIndex(of: 0x20), space + 3 < line.count || space + 3 == line.count {
+                for byte in line[(space + 1)..<min(space + 4, line.count)] where (0x30...0x39).contains(byte) {
+                    status = status * 10 + Int(byte - 0x30)
+                }
+            }
+            headBytes.removeAll(keepingCapacity: true)
+        } else if line.count <= 2, line.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             // 1xx blocks (100 Continue) are followed by the real one.
             if status >= 200, !headDelivered { deliverHead() }
-        } else if let colon = text.firstIndex(of: ":"), let name = HTTPField.Name(String(text[..<colon])) {
-            let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            headerFields.append(HTTPField(name: name, value: value))
+        } else {
+            headBytes.append(contentsOf: line)
         }
     }
+
+    private static let statusPrefix: [UInt8] = Array("HTTP/".utf8)
 
     /// Body bytes: kept (buffered), queued (streaming), or refused with a pause when the consumer
     /// is behind.

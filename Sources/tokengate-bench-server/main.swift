@@ -6,8 +6,11 @@
 //     GET /async        async handler that finishes without suspending (inline bridge)
 //     GET /async-hop    async handler that calls an actor (idle actors run inline: no suspension)
 //     GET /async-yield  async handler that yields: always suspend -> pool thread -> resume
+//     GET /proxy/...    one-hop proxy to UPSTREAM (host:port) through the libcurl client, with a
+//                       static Authorization header (like nginx proxy_pass + proxy_set_header)
 import Foundation
 import HTTPTypes
+import TGHTTPClient
 import TGHTTPServer
 
 actor Hop {
@@ -27,6 +30,25 @@ final class ServerBox: @unchecked Sendable {
 let statsServer = ServerBox()
 
 let port = UInt16(CommandLine.arguments.dropFirst().first ?? "8090") ?? 8090
+let upstream = CommandLine.arguments.dropFirst(2).first ?? "127.0.0.1:8091"
+var clientConfiguration = HTTPClient.Configuration()
+clientConfiguration.allowPlainHTTPToLoopbackForTesting = true
+clientConfiguration.maxConnectionsPerHost = 64
+let client = HTTPClient(configuration: clientConfiguration)
+
+@Sendable func forward(_ request: ServerRequest) async -> ServerResponse {
+    let target = String(request.head.path?.dropFirst("/proxy".count) ?? "/")
+    var outgoing = HTTPRequest(method: request.head.method, scheme: "http", authority: upstream, path: target)
+    outgoing.headerFields[.authorization] = "Bearer upstream-token"
+    do {
+        let response = try await client.send(outgoing, timeout: .seconds(10))
+        var fields = HTTPFields()
+        fields[.contentType] = response.head.headerFields[.contentType]
+        return ServerResponse(status: response.head.status, headerFields: fields, body: .bytes(response.body))
+    } catch {
+        return ServerResponse(status: .badGateway)
+    }
+}
 var configuration = HTTPServer.Configuration()
 configuration.port = port
 configuration.connectionLimit = 20000
@@ -46,6 +68,8 @@ let server = HTTPServer(configuration: configuration) { request in
             await Task.yield()
             return plain
         }
+    case let path where path.hasPrefix("/proxy/"):
+        return .async(forward)
     case "/stats":
         return .response(ServerResponse(status: .ok, contentType: "text/plain", body: "suspended \(statsServer.value?.suspendedRequestCount ?? -1)"))
     default:
