@@ -20,6 +20,11 @@ url() { echo "postgresql://tokengate@127.0.0.1:$port/tokengate?sslmode=disable";
 
 case "$cmd" in
 start)
+    # The server outlives this script: close descriptors inherited from the caller (a test
+    # runner's pipes), or the daemon keeps them open and the caller waits forever.
+    for fd in $(ls /proc/$$/fd); do
+        [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null || true
+    done
     mkdir -p "$dir"
     [ "$(id -u)" = 0 ] && chown postgres:postgres "$dir"
     chmod 700 "$dir"

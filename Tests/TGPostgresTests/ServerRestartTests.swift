@@ -1,0 +1,86 @@
+import Foundation
+import TGPostgres
+import TGTesting
+import Testing
+
+/// A PostgreSQL cluster of this test's own (so restarting it disturbs no other suite), driven by
+/// the project's scripts/pg.sh.
+struct PrivateCluster {
+    let directory: String
+    let port: Int
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("../../scripts/pg.sh").standardized.path
+
+    static func start() async throws -> (PrivateCluster, String) {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("tg-restart-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let cluster = PrivateCluster(directory: base + "/pg", port: 55000 + Int.random(in: 0..<5000))
+        let url = try await cluster.run("start").trimmingCharacters(in: .whitespacesAndNewlines)
+        return (cluster, url)
+    }
+
+    @discardableResult
+    func run(_ command: String) async throws -> String {
+        let (directory, port) = (self.directory, self.port)
+        return try await offPool {
+            // Output goes to a file, not a pipe: the server daemon would inherit the pipe and keep it open.
+            let outputPath = directory + ".out"
+            _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
+            let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/bash")
+            process.arguments = [PrivateCluster.script, command, directory, String(port)]
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            try output.close()
+            let data = FileManager.default.contents(atPath: outputPath) ?? Data()
+            guard process.terminationStatus == 0 else { throw ScriptFailed(command: command) }
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: (directory as NSString).deletingLastPathComponent)
+    }
+}
+
+struct ScriptFailed: Error {
+    var command: String
+}
+
+@Suite struct ServerRestartTests {
+    @Test func theSamePoolWorksAgainAfterThePostgreSQLServerRestarts() async throws {
+        _ = try TestDatabase.adminURL()  // runs under `make test` only, like every database test
+        let (cluster, url) = try await PrivateCluster.start()
+        do {
+            try await restart(cluster, url)
+        } catch {
+            _ = try? await cluster.run("stop")
+            cluster.remove()
+            throw error
+        }
+        try await cluster.run("stop")
+        cluster.remove()
+    }
+
+    func restart(_ cluster: PrivateCluster, _ url: String) async throws {
+        var configuration = PostgresClient.Configuration(url: url)
+        configuration.maxConnections = 4
+        configuration.connectTimeout = .seconds(2)
+        configuration.acquireTimeout = .seconds(2)
+        let client = PostgresClient(configuration: configuration)
+        defer { client.shutdown() }
+        try await client.query("CREATE TABLE IF NOT EXISTS kept (n int)")
+        try await client.query("INSERT INTO kept VALUES (1)")
+
+        try await cluster.run("stop")
+        let whileDown = await #expect(throws: PostgresError.self) { try await client.query("SELECT 1") }
+        #expect(whileDown?.isUnavailable == true)
+
+        try await cluster.run("start")
+        let rows = try await client.query("SELECT count(*) AS n FROM kept")
+        #expect(try rows.first?.decode(Int.self, "n") == 1)
+    }
+}
