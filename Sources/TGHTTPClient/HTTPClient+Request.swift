@@ -38,7 +38,13 @@ extension HTTPClient {
         func string(_ option: CURLoption, _ value: String) { codes.append(CShims_curl_easy_setopt_ptr(easy, option, value)) }
         string(CURLOPT_URL, url)
         string(CURLOPT_PROTOCOLS_STR, "http,https")
-        string(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        // A redirect may not drop to plain HTTP (except to loopback under the test option).
+        string(CURLOPT_REDIR_PROTOCOLS_STR, configuration.allowPlainHTTPToLoopbackForTesting ? "http,https" : "https")
+        // Never route through a proxy named by the environment (http_proxy, …): TokenGate talks to
+        // the hosts its configuration names, directly.
+        string(CURLOPT_PROXY, "")
+        // HTTP/1.1: pausing a transfer (back-pressure) is dependable there in libcurl 7.88.
+        long(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         long(CURLOPT_NOSIGNAL, 1)
         long(CURLOPT_SSL_VERIFYPEER, 1)
         long(CURLOPT_SSL_VERIFYHOST, 2)
