@@ -8,7 +8,13 @@ import Glibc
 /// behaviour a well-behaved server never shows. Each connection gets a thread of its own; the
 /// handler decides per request.
 public final class ScriptedHTTPServer: @unchecked Sendable {
-    // Invariant: `connections`, `requests`, `open` and `stopped` are only accessed with `lock` held.
+    // Invariants:
+    // - `connections`, `requests`, `open` and `stopped` are only accessed with `lock` held.
+    // - Every descriptor is closed exactly once, by its owner: the listener by the accept thread
+    //   when it ends, a client socket by its serving thread, with `lock` held and after removing it
+    //   from `open`. `stop()` only shuts sockets down, with `lock` held, so it never touches a
+    //   descriptor number that was closed and may already belong to someone else in this process
+    //   (a server under test, a pipe): closing or shutting down a stale number breaks them at random.
 
     /// What to do with a request.
     public enum Action: Sendable {
@@ -68,22 +74,27 @@ public final class ScriptedHTTPServer: @unchecked Sendable {
     /// Requests read so far.
     public var receivedRequests: Int { lock.withLock { requests } }
 
+    /// Stops accepting and ends every connection. Idempotent.
     public func stop() {
-        let sockets = lock.withLock {
+        lock.withLock {
+            guard !stopped else { return }
             stopped = true
-            return open
+            // Wakes the accept thread (accept fails), which then closes the listener.
+            shutdown(listener, Int32(SHUT_RDWR))
+            for socket in open { shutdown(socket, Int32(SHUT_RDWR)) }
         }
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
-        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     deinit { stop() }
 
     private func acceptLoop() {
+        defer { close(listener) }
         while true {
             let client = accept(listener, nil, nil)
-            guard client >= 0 else { return }
+            guard client >= 0 else {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                return
+            }
             let proceed = lock.withLock {
                 guard !stopped else { return false }
                 connections += 1
@@ -100,8 +111,10 @@ public final class ScriptedHTTPServer: @unchecked Sendable {
 
     private func serve(_ socket: Int32) {
         defer {
-            lock.withLock { open.removeAll { $0 == socket } }
-            close(socket)
+            lock.withLock {
+                open.removeAll { $0 == socket }
+                close(socket)
+            }
         }
         var buffer: [UInt8] = []
         while let request = readRequest(socket, &buffer) {
