@@ -26,14 +26,17 @@ release: deps
 lint:
 	swift format lint --strict --recursive --parallel Package.swift Sources Tests
 
-# Tests run against a real PostgreSQL cluster that lives only for this run.
+# Tests run against a real PostgreSQL cluster that lives only for this run. They run one at a time
+# (--no-parallel): each suite starts real servers and threads, and on a 2-core machine running them
+# all at once has hung once in about ten runs (not yet explained, see the issue notes); a run that
+# still hangs is stopped after 15 minutes and fails.
 test: deps lint
 	swift build --build-tests $(SWIFT_FLAGS)
 	@set -euo pipefail; \
 	  dir=$$(mktemp -d /tmp/tokengate-test-pg.XXXXXX); chmod 755 "$$dir"; \
 	  trap 'scripts/pg.sh stop "$$dir/pg"; rm -rf "$$dir"' EXIT; \
 	  url=$$(scripts/pg.sh start "$$dir/pg" $(TEST_PG_PORT)); \
-	  TOKENGATE_TEST_DATABASE_URL="$$url" swift test --skip-build 2>&1 | tee "$$dir/test.log"; \
+	  TOKENGATE_TEST_DATABASE_URL="$$url" timeout 900 swift test --skip-build --no-parallel 2>&1 | tee "$$dir/test.log"; \
 	  grep -qE "Test run with [1-9][0-9]* tests? .*passed" "$$dir/test.log"
 
 dev: deps build

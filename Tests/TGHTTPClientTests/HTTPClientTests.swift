@@ -47,7 +47,7 @@ import Testing
         }
         #expect(error == .timeout)
         #expect(error?.isTransient == true)
-        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(ContinuousClock.now - started < .seconds(10))  // the server never answers
         client.shutdown()
         scripted.stop()
     }
@@ -136,7 +136,7 @@ import Testing
         try await Task.sleep(for: .milliseconds(100))
         task.cancel()
         await #expect(throws: HTTPClientError.cancelled) { try await task.value }
-        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(ContinuousClock.now - started < .seconds(10))  // the request's own timeout is 30 s
         client.shutdown()
         scripted.stop()
     }

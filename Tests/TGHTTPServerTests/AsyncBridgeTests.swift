@@ -49,8 +49,9 @@ import Testing
         let codes = result.stdout.split(separator: "\n")
         #expect(codes.count == 200)
         #expect(codes.allSatisfy { $0 == "200" })
-        // Serially this would take 60 s; suspended connections overlap their waits.
-        #expect(elapsed < .seconds(5))
+        // Serially this would take 60 s; suspended connections overlap their waits (the bound is
+        // loose: 200 curl transfers on a loaded 2-core machine take seconds by themselves).
+        #expect(elapsed < .seconds(20))
         await server.shutdown()
     }
 
@@ -73,8 +74,10 @@ import Testing
         let result = try await curl(["-i", server.baseURL + "/"])
         #expect(result.stdout.hasPrefix("HTTP/1.1 503"))
         #expect(result.stdout.contains(#""code":"request_timeout""#))
-        #expect(ContinuousClock.now - started < .seconds(3))
-        try await Task.sleep(for: .milliseconds(100))
+        // The handler sleeps 30 s: an answer well before that came from the 200 ms deadline (the
+        // bound is loose because a loaded 2-core machine runs the whole suite at once).
+        #expect(ContinuousClock.now - started < .seconds(10))
+        for _ in 0..<100 where cancelled.value == 0 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(cancelled.value == 1)
         await server.shutdown()
     }

@@ -88,7 +88,7 @@ import Testing
         let error = await #expect(throws: PostgresError.self) { try await client.query("SELECT 1") }
         #expect(error?.isConnectionFailed == true)
         #expect(error?.isUnavailable == true)
-        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(ContinuousClock.now - started < .seconds(5))  // refused at once, well within a loaded run
         #expect(client.openConnections == 0)
     }
 
@@ -143,7 +143,7 @@ import Testing
             task.cancel()
             let result = await task.result
             #expect(throws: PostgresError.self) { try result.get() }
-            #expect(ContinuousClock.now - started < .seconds(3))
+            #expect(ContinuousClock.now - started < .seconds(7))  // the query would have taken 10 s
             let value = try await client.query("SELECT 2 AS two").first?.decode(Int.self, "two")
             #expect(value == 2)
         }

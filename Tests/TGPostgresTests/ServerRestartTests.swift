@@ -11,12 +11,25 @@ struct PrivateCluster {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../scripts/pg.sh").standardized.path
 
+    /// Starts a new cluster on a random port below Linux's ephemeral range (32768 and up), where
+    /// no client socket of a concurrently running test can be holding it; tries another port if
+    /// one is taken all the same.
     static func start() async throws -> (PrivateCluster, String) {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("tg-restart-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        let cluster = PrivateCluster(directory: base + "/pg", port: 55000 + Int.random(in: 0..<5000))
-        let url = try await cluster.run("start").trimmingCharacters(in: .whitespacesAndNewlines)
-        return (cluster, url)
+        var lastError: any Error = ScriptFailed(command: "start")
+        for _ in 0..<3 {
+            let base = FileManager.default.temporaryDirectory.appendingPathComponent("tg-restart-\(UUID().uuidString.prefix(8))").path
+            try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+            let cluster = PrivateCluster(directory: base + "/pg", port: 20000 + Int.random(in: 0..<10000))
+            do {
+                let url = try await cluster.run("start").trimmingCharacters(in: .whitespacesAndNewlines)
+                return (cluster, url)
+            } catch {
+                lastError = error
+                _ = try? await cluster.run("stop")
+                cluster.remove()
+            }
+        }
+        throw lastError
     }
 
     @discardableResult
