@@ -67,7 +67,7 @@ extension HTTPServer {
         switch context.stage {
         case .new:
             context.stage = .receiving
-            guard let method, let parsed = HTTPRequest.Method(String(cString: method)) else {
+            guard let method, let parsed = Self.method(method) else {
                 context.stage = .rejected
                 return queue(Self.problem(.badRequest, "bad_request", "The request method is not valid."), on: connection)
             }
@@ -122,7 +122,7 @@ extension HTTPServer {
             path: context.target,
             headerFields: context.headerFields
         )
-        let request = ServerRequest(head: head, body: context.body, remoteAddress: Self.peerAddress(connection))
+        let request = ServerRequest(head: head, body: context.body, peer: PeerAddress(CShims_MHD_client_address(connection)))
         context.body = []
         switch handler(request) {
         case .response(let response):
@@ -170,6 +170,8 @@ extension HTTPServer {
 
     private func collectHeaders(_ connection: OpaquePointer, into context: RequestContext) {
         let raw = Unmanaged.passUnretained(context).toOpaque()
+        // One allocation for the list instead of growing it header by header.
+        context.headerFields.reserveCapacity(Int(MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, nil, nil)))
         _ = MHD_get_connection_values_n(
             connection,
             MHD_ValueKind.HEADER_KIND,
@@ -189,30 +191,18 @@ extension HTTPServer {
         )
     }
 
+    /// The common methods without building and validating a string; others through HTTPTypes.
+    private static func method(_ name: UnsafePointer<CChar>) -> HTTPRequest.Method? {
+        // Each comparison stops at the terminator (it matches no letter), so no byte past it is read.
+        if name[0] == 0x47, name[1] == 0x45, name[2] == 0x54, name[3] == 0 { return .get }  // GET
+        if name[0] == 0x50, name[1] == 0x4F, name[2] == 0x53, name[3] == 0x54, name[4] == 0 { return .post }  // POST
+        return HTTPRequest.Method(String(cString: name))
+    }
+
     fileprivate static func string(_ pointer: UnsafePointer<CChar>, _ count: Int) -> String {
         pointer.withMemoryRebound(to: UInt8.self, capacity: count) {
             String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
         }
-    }
-
-    private static func peerAddress(_ connection: OpaquePointer) -> String? {
-        guard let address = CShims_MHD_client_address(connection) else { return nil }
-        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        switch Int32(address.pointee.sa_family) {
-        case AF_INET:
-            address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
-                var ip = v4.pointee.sin_addr
-                _ = inet_ntop(AF_INET, &ip, &buffer, socklen_t(buffer.count))
-            }
-        case AF_INET6:
-            address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
-                var ip = v6.pointee.sin6_addr
-                _ = inet_ntop(AF_INET6, &ip, &buffer, socklen_t(buffer.count))
-            }
-        default:
-            return nil
-        }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 

@@ -21,9 +21,8 @@ let streamFreeCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { st
 }
 
 extension HTTPServer {
-    /// Header fields the server manages itself; a handler's values for them are ignored.
-    private static let managedFields: Set<HTTPField.Name> = [.contentLength, .transferEncoding, .connection]
-
+    /// Queues `response`. `Content-Length`, `Transfer-Encoding` and `Connection` are the server's
+    /// to set; a handler's values for them are ignored.
     func queue(_ response: ServerResponse, on connection: OpaquePointer) -> MHD_Result {
         let mhdResponse: OpaquePointer?
         switch response.body {
@@ -58,8 +57,15 @@ extension HTTPServer {
         }
         guard let mhdResponse else { return MHD_Result.NO }
         defer { MHD_destroy_response(mhdResponse) }
-        for field in response.headerFields where !Self.managedFields.contains(field.name) {
-            _ = MHD_add_response_header(mhdResponse, field.name.rawName, field.value)
+        for field in response.headerFields {
+            switch field.name {
+            case .contentLength, .transferEncoding, .connection: continue
+            default:
+                // Explicit withCString: implicit String-to-pointer bridging copies into a new array.
+                _ = field.name.rawName.withCString { name in
+                    field.value.withCString { value in MHD_add_response_header(mhdResponse, name, value) }
+                }
+            }
         }
         return MHD_queue_response(connection, UInt32(response.status.code), mhdResponse)
     }

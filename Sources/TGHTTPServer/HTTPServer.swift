@@ -123,7 +123,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// The lock guarding one request's bridge state (striped, so requests allocate none).
     func lock(for context: RequestContext) -> Lock {
-        locks[Int(bitPattern: UInt(bitPattern: ObjectIdentifier(context).hashValue) >> 6) & 63]
+        // Objects are 16-byte aligned and a context is a few hundred bytes: bits above 6 spread well.
+        locks[Int(bitPattern: UInt(bitPattern: Unmanaged.passUnretained(context).toOpaque()) >> 6) & 63]
     }
 
     static let timeoutResponse = ServerResponse(

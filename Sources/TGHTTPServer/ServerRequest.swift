@@ -8,27 +8,39 @@ public struct ServerRequest: Sendable {
     public var head: HTTPRequest
     /// The request body, complete. Its size never exceeds `HTTPServer.Configuration.maxBodySize`.
     public var body: [UInt8]
-    /// The TCP peer's IP address as text (`127.0.0.1`, `::1`), or nil if unknown.
-    public var remoteAddress: String?
+    /// The TCP peer's address, formatted only when ``remoteAddress`` is read.
+    var peer: PeerAddress
 
     public init(head: HTTPRequest, body: [UInt8] = [], remoteAddress: String? = nil) {
         self.head = head
         self.body = body
-        self.remoteAddress = remoteAddress
+        self.peer = remoteAddress.map(PeerAddress.text) ?? .unknown
+    }
+
+    init(head: HTTPRequest, body: [UInt8], peer: PeerAddress) {
+        self.head = head
+        self.body = body
+        self.peer = peer
+    }
+
+    /// The TCP peer's IP address as text (`127.0.0.1`, `::1`), or nil if unknown.
+    public var remoteAddress: String? {
+        get { peer.text }
+        set { peer = newValue.map(PeerAddress.text) ?? .unknown }
     }
 
     /// The path without the query, still percent-encoded as sent.
     public var path: Substring {
         let target = head.path ?? "/"
-        guard let mark = target.firstIndex(of: "?") else { return target[...] }
+        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target[...] }
         return target[..<mark]
     }
 
     /// The raw query string after `?`, or nil when there is none.
     public var rawQuery: Substring? {
         let target = head.path ?? "/"
-        guard let mark = target.firstIndex(of: "?") else { return nil }
-        return target[target.index(after: mark)...]
+        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        return target[target.utf8.index(after: mark)...]
     }
 
     /// Query parameters in order, percent- and `+`-decoded (`application/x-www-form-urlencoded`).

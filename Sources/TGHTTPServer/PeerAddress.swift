@@ -1,0 +1,58 @@
+import CShims
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP peer's IP address, kept as raw bytes and turned into text only when asked: most requests
+/// never need the text, and formatting it eagerly cost more than the rest of the request head.
+enum PeerAddress: Sendable, Hashable {
+    case unknown
+    /// An IPv4 address in network byte order, as in `in_addr.s_addr`.
+    case ipv4(UInt32)
+    /// An IPv6 address: the 16 bytes of `in6_addr`, in order.
+    case ipv6(UInt64, UInt64)
+    /// An address given as text (tests, proxies).
+    case text(String)
+
+    /// Copies the address out of a `sockaddr` (which libmicrohttpd owns).
+    init(_ address: UnsafePointer<sockaddr>?) {
+        guard let address else {
+            self = .unknown
+            return
+        }
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            self = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { .ipv4($0.pointee.sin_addr.s_addr) }
+        case AF_INET6:
+            self = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                withUnsafeBytes(of: v6.pointee.sin6_addr) { raw in
+                    .ipv6(raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                }
+            }
+        default:
+            self = .unknown
+        }
+    }
+
+    /// `127.0.0.1`, `::1`, or nil when unknown.
+    var text: String? {
+        switch self {
+        case .unknown:
+            return nil
+        case .text(let text):
+            return text
+        case .ipv4(let networkOrder):
+            let value = UInt32(bigEndian: networkOrder)
+            return "\(value >> 24).\(value >> 16 & 0xFF).\(value >> 8 & 0xFF).\(value & 0xFF)"
+        case .ipv6(let high, let low):
+            var address = in6_addr()
+            withUnsafeMutableBytes(of: &address) { raw in
+                raw.storeBytes(of: high, toByteOffset: 0, as: UInt64.self)
+                raw.storeBytes(of: low, toByteOffset: 8, as: UInt64.self)
+            }
+            var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+            guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+}
