@@ -33,9 +33,14 @@ extension HTTPClient {
         let url = try validatedURL(request)
         let easy = transfer.easy
         let userdata = Unmanaged.passUnretained(transfer).toOpaque()
-        var codes: [CURLcode] = []
-        func long(_ option: CURLoption, _ value: Int) { codes.append(CShims_curl_easy_setopt_long(easy, option, value)) }
-        func string(_ option: CURLoption, _ value: String) { codes.append(CShims_curl_easy_setopt_ptr(easy, option, value)) }
+        // The first failing option, if any (libcurl copies string options, so the C strings need
+        // to live only for the call).
+        var failed = CURLE_OK
+        func check(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
+        func long(_ option: CURLoption, _ value: Int) { check(CShims_curl_easy_setopt_long(easy, option, value)) }
+        func string(_ option: CURLoption, _ value: String) {
+            check(value.withCString { CShims_curl_easy_setopt_ptr(easy, option, $0) })
+        }
         string(CURLOPT_URL, url)
         string(CURLOPT_PROTOCOLS_STR, "http,https")
         // A redirect may not drop to plain HTTP (except to loopback under the test option).
@@ -53,12 +58,12 @@ extension HTTPClient {
         long(CURLOPT_MAXREDIRS, 5)
         long(CURLOPT_TIMEOUT_MS, Self.milliseconds(timeout))
         long(CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
-        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer))
-        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, userdata))
-        codes.append(CShims_curl_easy_setopt_write_function(easy, CURLOPT_HEADERFUNCTION, headerCallback))
-        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata))
-        codes.append(CShims_curl_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION, writeCallback))
-        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata))
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer))
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, userdata))
+        check(CShims_curl_easy_setopt_write_function(easy, CURLOPT_HEADERFUNCTION, headerCallback))
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata))
+        check(CShims_curl_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION, writeCallback))
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata))
 
         let method = request.method
         var hasBody = false
@@ -68,13 +73,13 @@ extension HTTPClient {
         case .bytes(let bytes):
             hasBody = true
             transfer.uploadBytes = bytes
-            codes.append(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
+            check(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
         case .stream(let length, let produce):
             hasBody = true
             let channel = BodyChannel(highWater: 256 * 1024)
             transfer.uploadChannel = channel
             if let length {
-                codes.append(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(length)))
+                check(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(length)))
             } else {
                 transfer.appendHeader("Transfer-Encoding: chunked")
             }
@@ -93,8 +98,8 @@ extension HTTPClient {
         }
         if hasBody {
             long(CURLOPT_POST, 1)
-            codes.append(CShims_curl_easy_setopt_read_function(easy, CURLOPT_READFUNCTION, readCallback))
-            codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_READDATA, userdata))
+            check(CShims_curl_easy_setopt_read_function(easy, CURLOPT_READFUNCTION, readCallback))
+            check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_READDATA, userdata))
             if method != .post { string(CURLOPT_CUSTOMREQUEST, method.rawValue) }
         } else if method == .head {
             long(CURLOPT_NOBODY, 1)
@@ -107,10 +112,8 @@ extension HTTPClient {
         // No "Expect: 100-continue" round trip; no content-type guessed for bodies.
         transfer.appendHeader("Expect:")
         if hasBody, request.headerFields[.contentType] == nil { transfer.appendHeader("Content-Type:") }
-        codes.append(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, transfer.headerList))
-        if let failed = codes.first(where: { $0 != CURLE_OK }) {
-            throw HTTPClientError.from(failed, detail: "setting up the request")
-        }
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, transfer.headerList))
+        if failed != CURLE_OK { throw HTTPClientError.from(failed, detail: "setting up the request") }
     }
 
     /// The URL for `request`, or a refusal: only http/https, and http only to loopback with the
@@ -120,8 +123,10 @@ extension HTTPClient {
             throw HTTPClientError.invalidURL
         }
         let path = request.path ?? "/"
-        guard path.hasPrefix("/"), !authority.contains("@"),
-            !(authority + path).utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F })
+        // No user info (`@`) in the authority; no spaces or control characters anywhere.
+        let unsafe: (UInt8) -> Bool = { $0 <= 0x20 || $0 == 0x7F }
+        guard path.utf8.first == UInt8(ascii: "/"), !authority.utf8.contains(UInt8(ascii: "@")),
+            !authority.utf8.contains(where: unsafe), !path.utf8.contains(where: unsafe)
         else { throw HTTPClientError.invalidURL }
         switch scheme {
         case "https":

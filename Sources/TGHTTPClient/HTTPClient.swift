@@ -46,10 +46,12 @@ public final class HTTPClient: @unchecked Sendable {
     private var stopping = false
     private var active: [ObjectIdentifier: Transfer] = [:]
     private let stopped = DispatchSemaphore(value: 0)
+    private let handles: EasyHandlePool
 
     public init(configuration: Configuration = Configuration()) {
         HTTPClient.initializeLibcurl
         self.configuration = configuration
+        handles = EasyHandlePool(capacity: max(8, configuration.maxConnections))
         multi = curl_multi_init()!
         _ = CShims_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
         _ = CShims_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.maxConnections)
@@ -91,7 +93,7 @@ public final class HTTPClient: @unchecked Sendable {
         timeout: Duration,
         maxResponseBodySize: Int? = nil
     ) async throws -> HTTPClientResponse {
-        let transfer = try Transfer(mode: .buffered(limit: maxResponseBodySize ?? configuration.maxResponseBodySize))
+        let transfer = try Transfer(mode: .buffered(limit: maxResponseBodySize ?? configuration.maxResponseBodySize), handles: handles)
         try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: timeout)
         let (head, body) = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -114,7 +116,7 @@ public final class HTTPClient: @unchecked Sendable {
         bufferSize: Int = 256 * 1024
     ) async throws -> HTTPClientStreamingResponse {
         let channel = BodyChannel(highWater: bufferSize)
-        let transfer = try Transfer(mode: .streaming(channel))
+        let transfer = try Transfer(mode: .streaming(channel), handles: handles)
         channel.onDrained = { [weak self, weak transfer] in
             if let transfer { self?.submit(.resume(transfer)) }
         }

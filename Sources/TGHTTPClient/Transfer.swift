@@ -41,15 +41,19 @@ final class Transfer: @unchecked Sendable {
     private var finished = false
     private var cancelRequested = false
 
-    init(mode: Mode) throws {
-        guard let easy = curl_easy_init() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
+    private let handles: EasyHandlePool
+
+    init(mode: Mode, handles: EasyHandlePool) throws {
+        guard let easy = handles.take() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
         self.easy = easy
         self.mode = mode
+        self.handles = handles
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     }
 
     deinit {
-        curl_easy_cleanup(easy)
+        // The client removed the handle from its multi handle before releasing the transfer.
+        handles.give(easy)
         if let headerList { curl_slist_free_all(headerList) }
         errorBuffer.deallocate()
     }
