@@ -7,7 +7,10 @@
 # with wrk (-t2), and prints requests/s, p50 and p99 per case and the ratio to its nginx reference:
 #   plain      sync handler, no I/O           vs nginx `return 200` with the same 13-byte body
 #   async      async handler, finishes inline  vs nginx `return 200`
-#   async-hop  async handler via an actor hop  vs nginx `return 200` (suspend -> resume path)
+#   async-hop  async handler via an idle actor  vs nginx `return 200` (runs inline: no suspension)
+#   async-yield async handler that yields once  vs nginx `return 200` (suspend -> pool thread -> resume)
+#   async-io   async handler whose work another thread completes, as libpq's or libcurl's does
+#              (suspend -> I/O thread -> pool thread -> resume)   vs nginx `return 200`
 #   proxy      one-hop proxy to an upstream    vs nginx `proxy_pass` to the same upstream
 # Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
@@ -75,7 +78,7 @@ run() {
 ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) print v/1000; else if (v ~ /ms$/) print v+0; else if (v ~ /s$/) print v*1000; else print v }'; }
 
 printf '%-10s %12s %9s %9s %12s %9s %9s %8s %8s  %s\n' case tg_req/s p50_ms p99_ms nginx_req/s p50_ms p99_ms rps_x p99_x errors
-for case in plain async async-hop proxy; do
+for case in plain async async-hop async-yield async-io proxy; do
     case $case in
         proxy) ref="http://127.0.0.1:$NGINX_PORT/proxy/me"; tg="http://127.0.0.1:$TG_PORT/proxy/me" ;;
         *) ref="http://127.0.0.1:$NGINX_PORT/plain"; tg="http://127.0.0.1:$TG_PORT/$case" ;;

@@ -5,7 +5,9 @@
 //     GET /plain        13-byte body from a synchronous handler (no I/O path)
 //     GET /async        async handler that finishes without suspending (inline bridge)
 //     GET /async-hop    async handler that calls an actor (idle actors run inline: no suspension)
-//     GET /async-yield  async handler that yields: always suspend -> pool thread -> resume
+//     GET /async-yield  async handler that yields (Task.yield) once
+//     GET /async-io     async handler that awaits work completed by another thread, as a libpq or
+//                       libcurl completion is: always suspend -> other thread -> resume
 //     GET /proxy/...    one-hop proxy to UPSTREAM (host:port) through the libcurl client, with a
 //                       static Authorization header (like nginx proxy_pass + proxy_set_header)
 import Foundation
@@ -18,6 +20,38 @@ actor Hop {
 }
 
 let hop = Hop()
+
+/// Stands in for an I/O thread (libpq worker, libcurl event thread): resumes each continuation
+/// handed to it from its own thread, at once.
+final class Completer: @unchecked Sendable {
+    // Invariant: `pending` is only accessed with `condition` locked.
+    private let condition = NSCondition()
+    private var pending: [CheckedContinuation<Void, Never>] = []
+
+    init() {
+        let thread = Thread { [self] in
+            while true {
+                condition.lock()
+                while pending.isEmpty { condition.wait() }
+                let batch = pending
+                pending.removeAll(keepingCapacity: true)
+                condition.unlock()
+                for continuation in batch { continuation.resume() }
+            }
+        }
+        thread.start()
+    }
+
+    func complete() async {
+        await withCheckedContinuation { continuation in
+            condition.lock()
+            pending.append(continuation)
+            condition.signal()
+            condition.unlock()
+        }
+    }
+}
+let completer = Completer()
 let body = Array("hello, world!".utf8)
 let fields: HTTPFields = [.contentType: "text/plain"]
 let plain = ServerResponse(status: .ok, headerFields: fields, body: .bytes(body))
@@ -66,6 +100,11 @@ let server = HTTPServer(configuration: configuration) { request in
     case "/async-yield":
         return .async { _ in
             await Task.yield()
+            return plain
+        }
+    case "/async-io":
+        return .async { _ in
+            await completer.complete()
             return plain
         }
     case let path where path.hasPrefix("/proxy/"):
