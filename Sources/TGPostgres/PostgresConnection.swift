@@ -7,13 +7,19 @@ public final class PostgresConnection: @unchecked Sendable {
     // Invariants:
     // - `connection` is used only by jobs on `worker` (one at a time), or by the lease holder while
     //   no job runs (the health check at checkout); it is freed by `close()` on the worker.
-    // - `cancelHandle` and `broken` are only accessed with `lock` held; PQcancel is documented as
-    //   safe to call from any thread.
+    // - `cancelHandle`, `broken`, `executions`, `executing` and `cancelledExecution` are only
+    //   accessed with `lock` held; PQcancel is documented as safe to call from any thread.
     private var connection: OpaquePointer?
     private let worker: WorkerThread
     private let lock = NSLock()
     private var cancelHandle: OpaquePointer?
     private var broken = false
+    /// Statements submitted so far; each execution's number.
+    private var executions: UInt64 = 0
+    /// The execution the worker is running now, if any.
+    private var executing: UInt64?
+    /// The latest execution whose task was cancelled.
+    private var cancelledExecution: UInt64?
     /// When the connection was last returned to the pool (for idle checks).
     var lastUsed = ContinuousClock.now
 
@@ -82,24 +88,61 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// Runs `work` on the worker. Cancelling the calling task cancels this execution whatever
+    /// its stage: not started yet, it never starts; running, the server is asked to cancel it
+    /// until it ends (a cancel request that arrives before the statement does cancels nothing).
     private func execute(_ work: @escaping @Sendable (OpaquePointer) throws -> PostgresRows) async throws -> PostgresRows {
         if Task.isCancelled { throw PostgresError(.cancelled) }
         guard let connection, !isBroken else { throw PostgresError(.connectionClosed, detail: "connection already broken") }
         let handle = UncheckedPointer(connection)
+        let execution = lock.withLock {
+            executions += 1
+            return executions
+        }
         return try await withTaskCancellationHandler {
-            try await worker.run { try work(handle.pointer) }
+            try await worker.run {
+                try self.begin(execution)
+                defer { self.end(execution) }
+                return try work(handle.pointer)
+            }
         } onCancel: {
-            self.cancel()
+            self.cancel(execution)
         }
     }
 
-    /// Asks the server to cancel the statement running now (if any).
-    func cancel() {
-        lock.withLock {
-            guard let cancelHandle else { return }
-            var buffer = [CChar](repeating: 0, count: 256)
-            _ = PQcancel(cancelHandle, &buffer, Int32(buffer.count))
+    private func begin(_ execution: UInt64) throws {
+        try lock.withLock {
+            if cancelledExecution == execution { throw PostgresError(.cancelled) }
+            executing = execution
         }
+    }
+
+    private func end(_ execution: UInt64) {
+        lock.withLock { if executing == execution { executing = nil } }
+    }
+
+    /// Cancels `execution`: marks it so it never starts, and while it runs, asks the server to
+    /// cancel it every 50 ms (for 2 s at most; `statement_timeout` bounds the rest) from a thread
+    /// of its own, since PQcancel blocks on a connection of its own.
+    func cancel(_ execution: UInt64) {
+        let running = lock.withLock {
+            cancelledExecution = execution
+            return executing == execution
+        }
+        guard running else { return }
+        let thread = Thread { [self] in
+            for _ in 0..<40 {
+                let stillRunning = lock.withLock { () -> Bool in
+                    guard executing == execution, let cancelHandle else { return false }
+                    var buffer = [CChar](repeating: 0, count: 256)
+                    _ = PQcancel(cancelHandle, &buffer, Int32(buffer.count))
+                    return true
+                }
+                guard stillRunning else { return }
+                usleep(50_000)
+            }
+        }
+        thread.start()
     }
 
     private func rows(from result: OpaquePointer?, connection: OpaquePointer) throws -> PostgresRows {

@@ -148,4 +148,41 @@ import Testing
             #expect(value == 2)
         }
     }
+
+    /// Cancellation can land before the statement left, while it travels, or while it runs: in
+    /// every case the statement must end at once and the connection stay usable.
+    @Test func cancelsAQueryWhereverItIsWhenItsTaskIsCancelled() async throws {
+        try await TestDatabase.withFreshDatabase { client, _ async throws in
+            for delay in [0, 0, 1, 2, 3, 5, 8, 13, 20] {
+                let started = ContinuousClock.now
+                let task = Task { try await client.query("SELECT pg_sleep(10)") }
+                if delay > 0 { try await Task.sleep(for: .milliseconds(delay)) }
+                task.cancel()
+                let result = await task.result
+                #expect(throws: PostgresError.self) { try result.get() }
+                #expect(ContinuousClock.now - started < .seconds(5), "cancelled after \(delay) ms")
+            }
+            let value = try await client.query("SELECT 2 AS two").first?.decode(Int.self, "two")
+            #expect(value == 2)
+        }
+    }
+
+    /// A statement waiting behind another on the same connection is cancelled without touching
+    /// the one that runs: a cancel request reaches whatever the server runs at that moment.
+    @Test func cancellingAWaitingStatementNeitherRunsItNorCancelsTheRunningOne() async throws {
+        try await TestDatabase.withFreshDatabase { client, _ async throws in
+            try await client.withConnection { connection in
+                let started = ContinuousClock.now
+                let running = Task { try await connection.query("SELECT pg_sleep(0.5)") }
+                try await Task.sleep(for: .milliseconds(100))
+                let waiting = Task { try await connection.query("SELECT pg_sleep(10)") }
+                try await Task.sleep(for: .milliseconds(100))
+                waiting.cancel()
+                let waitingError = await #expect(throws: PostgresError.self) { try await waiting.value }
+                #expect(waitingError?.isCancelled == true)
+                _ = try await running.value
+                #expect(ContinuousClock.now - started < .seconds(5))
+            }
+        }
+    }
 }
