@@ -37,11 +37,15 @@ final class SelfSignedTLSServer: @unchecked Sendable {
         process.standardError = FileHandle.nullDevice
         try process.run()
         let deadline = ContinuousClock.now.advanced(by: .seconds(10))
-        while !Self.accepts(port), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        while try await !offPool({ [port] in Self.accepts(port) }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 
     func stop() {
-        process.terminate()
+        // SIGKILL, not terminate(): the child inherits the spawning thread's signal mask, in which
+        // Dispatch's threads block SIGTERM, so a SIGTERM would leave the server running.
+        kill(process.processIdentifier, SIGKILL)
         try? FileManager.default.removeItem(at: directory)
     }
 

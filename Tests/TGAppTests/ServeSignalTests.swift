@@ -1,0 +1,77 @@
+import Foundation
+import TGPostgres
+import TGTesting
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite struct ServeSignalTests {
+    /// A supervisor may start TokenGate with termination signals blocked (a child inherits its
+    /// parent's signal mask; this test's own threads block them, as Dispatch's threads do): SIGTERM
+    /// must still drain and stop `serve`.
+    @Test func serveStopsCleanlyOnSIGTERMEvenWhenStartedWithSignalsBlocked() async throws {
+        try await TestDatabase.withFreshDatabase { _, url async throws in
+            let environment = ["TOKENGATE_DATABASE_URL": url]
+            #expect(try await TokenGateProcess.run(["migrate"], environment: environment).status == 0)
+            let port = try freeTCPPort()
+            let output = FileManager.default.temporaryDirectory.appendingPathComponent("tg-serve-\(UUID().uuidString).log")
+            _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+            defer { try? FileManager.default.removeItem(at: output) }
+            let process = try await offPool {
+                var blocked = sigset_t()
+                sigfillset(&blocked)
+                pthread_sigmask(SIG_BLOCK, &blocked, nil)
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: TokenGateProcess.executable)
+                process.arguments = ["serve"]
+                process.environment = ["PATH": "/usr/bin:/bin", "TOKENGATE_SERVER_PORT": String(port)].merging(environment) { $1 }
+                let handle = try FileHandle(forWritingTo: output)
+                process.standardOutput = handle
+                process.standardError = handle
+                try process.run()
+                return UncheckedProcess(process)
+            }
+            defer { kill(process.value.processIdentifier, SIGKILL) }
+            var healthy = false
+            for _ in 0..<100 where !healthy {
+                healthy = try await curl(["-f", "http://127.0.0.1:\(port)/healthz"]).exitCode == 0
+                if !healthy { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(healthy)
+            kill(process.value.processIdentifier, SIGTERM)
+            let exited = try await offPool { () -> Int32? in
+                let deadline = Date().addingTimeInterval(10)
+                while process.value.isRunning, Date() < deadline { usleep(20_000) }
+                return process.value.isRunning ? nil : process.value.terminationStatus
+            }
+            #expect(exited == 0)
+            let log = String(decoding: FileManager.default.contents(atPath: output.path) ?? Data(), as: UTF8.self)
+            #expect(log.contains(#""signal":"SIGTERM""#))
+            #expect(log.contains(#""message":"stopped""#))
+        }
+    }
+}
+
+/// A `Process` handed between threads; only its thread-safe members are used after launch.
+struct UncheckedProcess: @unchecked Sendable {
+    // Invariant: after `run()`, only `processIdentifier`, `isRunning` and `terminationStatus` are read.
+    let value: Process
+    init(_ value: Process) { self.value = value }
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+func freeTCPPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw POSIXError(.EADDRNOTAVAIL) }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
