@@ -5,7 +5,8 @@ internal import Foundation
 /// A `JWK` is not checked beyond its JSON shape; ``PublicKey/init(jwk:)`` validates the key
 /// material. Private members (`d`, `p`, …) are never read.
 public struct JWK: Sendable, Hashable {
-    /// `kty`: `"RSA"` or `"EC"` for keys TGCrypto can use; other types parse but do not load.
+    /// `kty`: `"RSA"`, `"EC"` or `"OKP"` (Ed25519) for keys TGCrypto can use; other types parse
+    /// but do not load.
     public var keyType: String
     /// `kid`, the key ID a JWS header names.
     public var keyID: String?
@@ -17,9 +18,9 @@ public struct JWK: Sendable, Hashable {
     public var modulus: String?
     /// `e`, an RSA public exponent, base64url big-endian.
     public var exponent: String?
-    /// `crv`, an EC curve name: `"P-256"` or `"P-384"`.
+    /// `crv`, a curve name: `"P-256"` or `"P-384"` (EC), `"Ed25519"` (OKP).
     public var curve: String?
-    /// `x`, an EC point's x coordinate, base64url, exactly the field size.
+    /// `x`, an EC point's x coordinate, base64url, exactly the field size; or an OKP public key.
     public var x: String?
     /// `y`, an EC point's y coordinate, base64url, exactly the field size.
     public var y: String?

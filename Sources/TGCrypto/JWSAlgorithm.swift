@@ -15,17 +15,19 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable {
     case es256 = "ES256"
     /// ECDSA on P-384 with SHA-384.
     case es384 = "ES384"
+    /// EdDSA with an Ed25519 key (RFC 8037 §3.1).
+    case edDSA = "EdDSA"
 
     /// The smallest RSA modulus accepted (RFC 7518 §3.3 and §3.5).
     static let minimumRSAModulusBits = 2048
 
     /// Throws unless `keyType` is what this algorithm needs: an RSA key of at least 2048 bits,
-    /// or an EC key on this algorithm's curve.
+    /// an EC key on this algorithm's curve, or an Ed25519 key for EdDSA.
     func checkCompatible(with keyType: KeyType) throws(CryptoError) {
         switch (self, keyType) {
         case (.rs256, .rsa(let bits)), (.rs384, .rsa(let bits)), (.rs512, .rsa(let bits)), (.ps256, .rsa(let bits)):
             guard bits >= Self.minimumRSAModulusBits else { throw .invalidKey }
-        case (.es256, .ec(.p256)), (.es384, .ec(.p384)):
+        case (.es256, .ec(.p256)), (.es384, .ec(.p384)), (.edDSA, .ed25519):
             return
         default:
             throw .invalidKey
@@ -46,6 +48,8 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable {
         case .rs256, .ps256, .es256: EVP_sha256()
         case .rs384, .es384: EVP_sha384()
         case .rs512: EVP_sha512()
+        // EdDSA hashes inside the algorithm: OpenSSL takes no digest and one-shot input.
+        case .edDSA: nil
         }
     }
 
@@ -57,7 +61,7 @@ public enum JWSAlgorithm: String, Sendable, Hashable, CaseIterable {
                 && EVP_PKEY_CTX_set_rsa_pss_saltlen(context, RSA_PSS_SALTLEN_DIGEST) == 1
         case .rs256, .rs384, .rs512:
             EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1
-        case .es256, .es384:
+        case .es256, .es384, .edDSA:
             true
         }
     }

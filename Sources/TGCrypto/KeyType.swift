@@ -22,15 +22,21 @@ public enum KeyType: Sendable, Hashable {
     case rsa(modulusBits: Int)
     /// ECDSA on `curve`.
     case ec(EllipticCurve)
+    /// EdDSA on edwards25519 (Ed25519, RFC 8032; in JOSE an `OKP` key, RFC 8037).
+    case ed25519
 }
 
 /// Shared inspection of an `EVP_PKEY` pointer, used by both key classes.
 enum EVPKey {
-    /// The key's type, or `nil` for one TGCrypto does not support (DSA, Ed25519, other curves).
+    /// Bytes of an Ed25519 public key or seed.
+    static let ed25519KeyByteCount = 32
+
+    /// The key's type, or `nil` for one TGCrypto does not support (DSA, Ed448, other curves).
     static func keyType(of key: OpaquePointer) -> KeyType? {
         if EVP_PKEY_is_a(key, "RSA") == 1 {
             return .rsa(modulusBits: Int(EVP_PKEY_get_bits(key)))
         }
+        if EVP_PKEY_is_a(key, "ED25519") == 1 { return .ed25519 }
         guard EVP_PKEY_is_a(key, "EC") == 1 else { return nil }
         var name = [CChar](repeating: 0, count: 64)
         var length = 0
@@ -53,6 +59,13 @@ enum EVPKey {
             let x = try bigNumber(key, OSSL_PKEY_PARAM_EC_PUB_X, byteCount: curve.coordinateByteCount)
             let y = try bigNumber(key, OSSL_PKEY_PARAM_EC_PUB_Y, byteCount: curve.coordinateByteCount)
             return JWK(keyType: "EC", curve: curve.rawValue, x: Base64URL.encode(x), y: Base64URL.encode(y))
+        case .ed25519:
+            var x = [UInt8](repeating: 0, count: ed25519KeyByteCount)
+            var length = x.count
+            guard EVP_PKEY_get_raw_public_key(key, &x, &length) == 1, length == x.count else {
+                throw .drainingOpenSSLQueue(.invalidKey)
+            }
+            return JWK(keyType: "OKP", curve: "Ed25519", x: Base64URL.encode(x))
         }
     }
 

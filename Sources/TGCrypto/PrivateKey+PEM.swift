@@ -18,7 +18,8 @@ extension PrivateKey {
         try self.init(owningKey: key)
     }
 
-    /// The key as unencrypted PEM (`RSA PRIVATE KEY` or `EC PRIVATE KEY`). A secret.
+    /// The key as unencrypted PEM (`RSA PRIVATE KEY`, `EC PRIVATE KEY`, or PKCS #8 `PRIVATE KEY`
+    /// for Ed25519). A secret.
     public var pemRepresentation: String {
         let length = i2d_PrivateKey(pointer, nil)
         precondition(length > 0, "i2d_PrivateKey failed on a loaded key")
@@ -32,6 +33,8 @@ extension PrivateKey {
         switch keyType {
         case .rsa: label = "RSA PRIVATE KEY"
         case .ec: label = "EC PRIVATE KEY"
+        // Ed25519 has no traditional format: i2d_PrivateKey writes PKCS #8.
+        case .ed25519: label = "PRIVATE KEY"
         }
         let base64 = Data(der).base64EncodedString()
         var lines = ["-----BEGIN \(label)-----"]

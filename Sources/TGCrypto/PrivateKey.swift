@@ -1,6 +1,6 @@
 internal import COpenSSL
 
-/// An RSA or EC private key that signs JWSs (for `private_key_jwt`, or a test identity provider).
+/// An RSA, EC or Ed25519 private key that signs JWSs (for `private_key_jwt`, or a test identity provider).
 ///
 /// Owns one `EVP_PKEY`, freed on deinit. Never printed.
 public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {
@@ -30,6 +30,8 @@ public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {
         case rsa(bits: Int)
         /// An EC key on `curve`.
         case ec(EllipticCurve)
+        /// An Ed25519 key.
+        case ed25519
     }
 
     /// A freshly generated key. RSA-2048 takes tens of milliseconds of CPU.
@@ -41,6 +43,8 @@ public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {
             algorithm = "RSA"
         case .ec:
             algorithm = "EC"
+        case .ed25519:
+            algorithm = "ED25519"
         }
         guard let context = EVP_PKEY_CTX_new_from_name(nil, algorithm, nil) else { throw .drainingOpenSSLQueue(.openSSL) }
         defer { EVP_PKEY_CTX_free(context) }
@@ -49,10 +53,19 @@ public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {
         switch parameters {
         case .rsa(let bits): configured = EVP_PKEY_CTX_set_rsa_keygen_bits(context, Int32(bits)) == 1
         case .ec(let curve): configured = EVP_PKEY_CTX_set_group_name(context, curve.openSSLName) == 1
+        case .ed25519: configured = true
         }
         var key: OpaquePointer? = nil
         guard configured, EVP_PKEY_generate(context, &key) == 1, let key else { throw .drainingOpenSSLQueue(.openSSL) }
         return try PrivateKey(owningKey: key)
+    }
+
+    /// The Ed25519 key whose 32-byte secret seed is `seed` (a JWK's `d`, RFC 8037 §2).
+    public convenience init(ed25519Seed seed: [UInt8]) throws(CryptoError) {
+        guard seed.count == EVPKey.ed25519KeyByteCount,
+            let key = EVP_PKEY_new_raw_private_key(NID_ED25519, nil, seed, seed.count)
+        else { throw .drainingOpenSSLQueue(.invalidKey) }
+        try self.init(owningKey: key)
     }
 
     /// The public half, sharing this key's `EVP_PKEY`.

@@ -1,7 +1,7 @@
 internal import COpenSSL
 internal import CShims
 
-/// An RSA or EC public key that verifies JWS signatures.
+/// An RSA, EC or Ed25519 public key that verifies JWS signatures.
 ///
 /// Owns one `EVP_PKEY`, freed on deinit.
 public final class PublicKey: @unchecked Sendable {
@@ -25,9 +25,9 @@ public final class PublicKey: @unchecked Sendable {
 
     deinit { EVP_PKEY_free(pointer) }
 
-    /// Loads the public key a JWK describes: `RSA` with `n` and `e`, or `EC` with `crv`
-    /// (`P-256`, `P-384`), `x` and `y`. A `use` other than `sig` and a point that is not on the
-    /// curve are refused. Throws ``CryptoError/unsupportedAlgorithm`` for other key types or
+    /// Loads the public key a JWK describes: `RSA` with `n` and `e`, `EC` with `crv`
+    /// (`P-256`, `P-384`), `x` and `y`, or `OKP` with `crv` `Ed25519` and `x` (RFC 8037). A `use`
+    /// other than `sig` and a point that is not on the curve are refused. Throws ``CryptoError/unsupportedAlgorithm`` for other key types or
     /// curves, ``CryptoError/invalidKey`` for anything else wrong with the key.
     public convenience init(jwk: JWK) throws(CryptoError) {
         if let use = jwk.use, use != "sig" { throw .invalidKey }
@@ -52,6 +52,12 @@ public final class PublicKey: @unchecked Sendable {
             let y = try Self.decodeMember(yText)
             guard x.count == curve.coordinateByteCount, y.count == curve.coordinateByteCount else { throw .invalidKey }
             key = CShims_EVP_PKEY_from_ec_point(curve.nid, x, x.count, y, y.count)
+        case "OKP":
+            guard let curveName = jwk.curve, let xText = jwk.x else { throw .invalidKey }
+            guard curveName == "Ed25519" else { throw .unsupportedAlgorithm }
+            let x = try Self.decodeMember(xText)
+            guard x.count == EVPKey.ed25519KeyByteCount else { throw .invalidKey }
+            key = EVP_PKEY_new_raw_public_key(NID_ED25519, nil, x, x.count)
         default:
             throw .unsupportedAlgorithm
         }
