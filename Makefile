@@ -27,9 +27,9 @@ lint:
 	swift format lint --strict --recursive --parallel Package.swift Sources Tests
 
 # Tests run against a real PostgreSQL cluster that lives only for this run. They run one at a time
-# (--no-parallel): each suite starts real servers and threads, and on a 2-core machine running them
-# all at once has hung once in about ten runs (not yet explained, see the issue notes); a run that
-# still hangs is stopped after 15 minutes and fails.
+# (--no-parallel, about 15 s): each suite starts real servers, processes and threads, and on a
+# 2-core machine all of them at once make wall-clock margins thin. A run that hangs is stopped
+# after 15 minutes and fails.
 test: deps lint
 	swift build --build-tests $(SWIFT_FLAGS)
 	@set -euo pipefail; \

@@ -151,4 +151,15 @@ import Testing
         await #expect(throws: HTTPClientError.shutDown) { try await client.send(get(scripted.port, "/"), timeout: .seconds(1)) }
         scripted.stop()
     }
+
+    /// `.invalid` never resolves (RFC 6761 §6.4): the error says DNS, is transient, and names no host.
+    @Test func reportsDNSFailureForAHostThatDoesNotResolve() async throws {
+        let client = testClient()
+        let request = HTTPRequest(method: .get, scheme: "https", authority: "tokengate-test.invalid", path: "/")
+        let error = await #expect(throws: HTTPClientError.self) { try await client.send(request, timeout: .seconds(10)) }
+        #expect(error == .dnsFailure)
+        #expect(error?.isTransient == true)
+        #expect(error.map { !String(describing: $0).contains("tokengate-test") } == true)
+        client.shutdown()
+    }
 }
