@@ -15,7 +15,7 @@ import Glibc
         try await TestDatabase.withFreshDatabase { _, url async throws in
             let environment = ["TOKENGATE_DATABASE_URL": url]
             #expect(try await TokenGateProcess.run(["migrate"], environment: environment).status == 0)
-            let port = try freeTCPPort()
+            let port = try freeLoopbackPort()
             let output = FileManager.default.temporaryDirectory.appendingPathComponent("tg-serve-\(UUID().uuidString).log")
             _ = FileManager.default.createFile(atPath: output.path, contents: nil)
             defer { try? FileManager.default.removeItem(at: output) }
@@ -59,19 +59,4 @@ struct UncheckedProcess: @unchecked Sendable {
     // Invariant: after `run()`, only `processIdentifier`, `isRunning` and `terminationStatus` are read.
     let value: Process
     init(_ value: Process) { self.value = value }
-}
-
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-func freeTCPPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-    }
-    guard bound else { throw POSIXError(.EADDRNOTAVAIL) }
-    return Int(UInt16(bigEndian: address.sin_port))
 }

@@ -29,7 +29,7 @@ final class SelfSignedTLSServer: @unchecked Sendable {
             ]
         )
         #expect(made == 0)
-        port = try Self.freePort()
+        port = try freeLoopbackPort()
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         process.arguments = ["s_server", "-www", "-accept", "127.0.0.1:\(port)", "-cert", certificatePath, "-key", keyPath, "-quiet"]
@@ -60,19 +60,6 @@ final class SelfSignedTLSServer: @unchecked Sendable {
             process.waitUntilExit()
             return process.terminationStatus
         }
-    }
-
-    static func freePort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 ? getsockname(fd, $0, &length) : -1 }
-        }
-        return UInt16(bigEndian: address.sin_port)
     }
 
     static func accepts(_ port: UInt16) -> Bool {
