@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Throughput of TokenGate's HTTP layer next to nginx, on loopback, in one run.
 #
-#   bench/run.sh [DURATION_SECONDS] [CONNECTIONS]
+#   bench/run.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS]
 #
 # Builds release, starts nginx (Debian package) and tokengate-bench-server on 127.0.0.1, drives each
-# with wrk (-t2), and prints requests/s, p50 and p99 per case and the ratio to its nginx reference:
+# with wrk (-t2), alternating TokenGate and nginx ROUNDS times per case (default 3), and prints the
+# median requests/s, p50 and p99 per case and the ratios to its nginx reference:
 #   plain      sync handler, no I/O           vs nginx `return 200` with the same 13-byte body
 #   async      async handler, finishes inline  vs nginx `return 200`
 #   async-hop  async handler via an idle actor  vs nginx `return 200` (runs inline: no suspension)
@@ -17,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-10}
 connections=${2:-64}
+rounds=${3:-3}
 EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
 
 swift build -c release --product tokengate-bench-server >/dev/null
@@ -77,16 +79,28 @@ run() {
 }
 ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) print v/1000; else if (v ~ /ms$/) print v+0; else if (v ~ /s$/) print v*1000; else print v }'; }
 
-printf '%-10s %12s %9s %9s %12s %9s %9s %8s %8s  %s\n' case tg_req/s p50_ms p99_ms nginx_req/s p50_ms p99_ms rps_x p99_x errors
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+printf '%-12s %10s %8s %8s %11s %8s %8s %7s %7s  %s\n' case tg_req/s p50_ms p99_ms nginx_req/s p50_ms p99_ms rps_x p99_x errors
 for case in plain async async-hop async-yield async-io proxy; do
     case $case in
         proxy) ref="http://127.0.0.1:$NGINX_PORT/proxy/me"; tg="http://127.0.0.1:$TG_PORT/proxy/me" ;;
         *) ref="http://127.0.0.1:$NGINX_PORT/plain"; tg="http://127.0.0.1:$TG_PORT/$case" ;;
     esac
-    read -r n_rps n_p50 n_p99 _ <<<"$(run "$ref")"
-    read -r t_rps t_p50 t_p99 t_err <<<"$(run "$tg")"
-    printf '%-10s %12.0f %9.3f %9.3f %12.0f %9.3f %9.3f %8.2f %8.2f  %s\n' "$case" "$t_rps" "$(ms "$t_p50")" "$(ms "$t_p99")" \
-        "$n_rps" "$(ms "$n_p50")" "$(ms "$n_p99")" \
+    : >"$work/t" && : >"$work/n"
+    errors=""
+    for _ in $(seq "$rounds"); do
+        read -r n_rps n_p50 n_p99 _ <<<"$(run "$ref")"
+        echo "$n_rps $(ms "$n_p50") $(ms "$n_p99")" >>"$work/n"
+        read -r t_rps t_p50 t_p99 t_err <<<"$(run "$tg")"
+        echo "$t_rps $(ms "$t_p50") $(ms "$t_p99")" >>"$work/t"
+        [ "$t_err" = none ] || errors="$t_err"
+    done
+    col() { awk -v c="$2" '{ print $c }' "$1" | median; }
+    t_rps=$(col "$work/t" 1) t_p50=$(col "$work/t" 2) t_p99=$(col "$work/t" 3)
+    n_rps=$(col "$work/n" 1) n_p50=$(col "$work/n" 2) n_p99=$(col "$work/n" 3)
+    printf '%-12s %10.0f %8.3f %8.3f %11.0f %8.3f %8.3f %7.2f %7.2f  %s\n' "$case" "$t_rps" "$t_p50" "$t_p99" \
+        "$n_rps" "$n_p50" "$n_p99" \
         "$(awk -v a="$t_rps" -v b="$n_rps" 'BEGIN{print a/b}')" \
-        "$(awk -v a="$(ms "$t_p99")" -v b="$(ms "$n_p99")" 'BEGIN{print a/b}')" "$t_err"
+        "$(awk -v a="$t_p99" -v b="$n_p99" 'BEGIN{print a/b}')" "${errors:-none}"
 done
