@@ -24,8 +24,9 @@ build: deps
 release: deps
 	swift build -c release
 
-lint:
+lint: deps
 	swift format lint --strict --recursive --parallel Package.swift Sources Tests
+	python3 -m openapi_spec_validator openapi.yaml
 
 # Tests run against a real PostgreSQL cluster that lives only for this run. They run one at a time
 # (--no-parallel, about 15 s): each suite starts real servers, processes and threads, and on a

@@ -89,7 +89,8 @@ let package = Package(
             ],
             // Migrations/ links to db/migrations: the SQL is compiled into the binary, so a binary
             // always knows exactly which schema versions it understands.
-            resources: [.embedInCode("Migrations")],
+            // openapi.yaml links to the repository's API description, served at /openapi.yaml.
+            resources: [.embedInCode("Migrations"), .embedInCode("openapi.yaml")],
             swiftSettings: strictSettings
         ),
         .executableTarget(

@@ -20,6 +20,7 @@ public enum TokenGateApp {
             (try? await database.query("SELECT 1 AS ok").first?.decode(Int.self, "ok")) == 1
         }
         HealthRoutes.add(to: &router, version: tokenGateVersion, checks: [readiness])
+        APIDescriptionRoute.add(to: &router)
         return router
     }
 

@@ -118,4 +118,18 @@ import Testing
         #expect(checks == ["database": "failing", "other": "ok"])
         await server.shutdown()
     }
+
+    @Test func servesTheRepositorysOpenAPIDescriptionThatTheNotFoundAnswerPointsTo() async throws {
+        var router = Router()
+        APIDescriptionRoute.add(to: &router)
+        let server = try serve(Application(router: router, logger: capturingLogger(CapturingLogSink())))
+        let missing = try await curl(["-i", server.baseURL + "/nope"])
+        #expect((decodeJSON(missing.body)["detail"] as? String)?.contains("/openapi.yaml") == true)
+        let document = try await curl(["-i", server.baseURL + "/openapi.yaml"])
+        #expect(document.status == 200)
+        #expect(document.stdout.lowercased().contains("content-type: application/yaml"))
+        let repositoryFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../openapi.yaml")
+        #expect(document.body == (try String(contentsOf: repositoryFile, encoding: .utf8)))
+        await server.shutdown()
+    }
 }
