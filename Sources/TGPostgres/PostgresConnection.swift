@@ -7,19 +7,25 @@ public final class PostgresConnection: @unchecked Sendable {
     // Invariants:
     // - `connection` is used only by jobs on `worker` (one at a time), or by the lease holder while
     //   no job runs (the health check at checkout); it is freed by `close()` on the worker.
-    // - `cancelHandle`, `broken`, `executions`, `executing` and `cancelledExecution` are only
-    //   accessed with `lock` held; PQcancel is documented as safe to call from any thread.
+    // - `broken` is only accessed with `lock` held.
+    // - `executions`, `executing`, `cancelledExecution` and `cancelsInFlight` are only accessed
+    //   with `cancellation` locked, which is never held across I/O (a pooled task may wait on it).
+    // - `cancelHandle` is set in init and freed in deinit; PQcancel is documented as safe to call
+    //   from any thread.
     private var connection: OpaquePointer?
     private let worker: WorkerThread
     private let lock = NSLock()
-    private var cancelHandle: OpaquePointer?
+    private let cancelHandle: OpaquePointer?
     private var broken = false
+    private let cancellation = NSCondition()
     /// Statements submitted so far; each execution's number.
     private var executions: UInt64 = 0
     /// The execution the worker is running now, if any.
     private var executing: UInt64?
     /// The latest execution whose task was cancelled.
     private var cancelledExecution: UInt64?
+    /// Cancel requests on their way to the server; no statement starts while one is.
+    private var cancelsInFlight = 0
     /// When the connection was last returned to the pool (for idle checks).
     var lastUsed = ContinuousClock.now
 
@@ -95,7 +101,7 @@ public final class PostgresConnection: @unchecked Sendable {
         if Task.isCancelled { throw PostgresError(.cancelled) }
         guard let connection, !isBroken else { throw PostgresError(.connectionClosed, detail: "connection already broken") }
         let handle = UncheckedPointer(connection)
-        let execution = lock.withLock {
+        let execution = cancellation.withLock {
             executions += 1
             return executions
         }
@@ -110,35 +116,45 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// On the worker thread, right before the statement is sent. Waits while a cancel request
+    /// is on its way, so that request cannot hit this statement instead of the one it was for.
     private func begin(_ execution: UInt64) throws {
-        try lock.withLock {
-            if cancelledExecution == execution { throw PostgresError(.cancelled) }
-            executing = execution
-        }
+        cancellation.lock()
+        defer { cancellation.unlock() }
+        while cancelsInFlight > 0 { cancellation.wait() }
+        if cancelledExecution == execution { throw PostgresError(.cancelled) }
+        executing = execution
     }
 
     private func end(_ execution: UInt64) {
-        lock.withLock { if executing == execution { executing = nil } }
+        cancellation.withLock { if executing == execution { executing = nil } }
     }
 
     /// Cancels `execution`: marks it so it never starts, and while it runs, asks the server to
-    /// cancel it every 50 ms (for 2 s at most; `statement_timeout` bounds the rest) from a thread
-    /// of its own, since PQcancel blocks on a connection of its own.
+    /// cancel it every 50 ms (for 2 s at most; `statement_timeout` bounds the rest). PQcancel
+    /// opens a connection of its own and blocks, so it runs on a thread of its own, with no lock
+    /// held that any task could wait for.
     func cancel(_ execution: UInt64) {
-        let running = lock.withLock {
+        let running = cancellation.withLock {
             cancelledExecution = execution
             return executing == execution
         }
-        guard running else { return }
+        guard running, let cancelHandle else { return }
+        let handle = UncheckedPointer(cancelHandle)
         let thread = Thread { [self] in
             for _ in 0..<40 {
-                let stillRunning = lock.withLock { () -> Bool in
-                    guard executing == execution, let cancelHandle else { return false }
-                    var buffer = [CChar](repeating: 0, count: 256)
-                    _ = PQcancel(cancelHandle, &buffer, Int32(buffer.count))
+                let stillRunning = cancellation.withLock { () -> Bool in
+                    guard executing == execution else { return false }
+                    cancelsInFlight += 1
                     return true
                 }
                 guard stillRunning else { return }
+                var buffer = [CChar](repeating: 0, count: 256)
+                _ = PQcancel(handle.pointer, &buffer, Int32(buffer.count))
+                cancellation.withLock {
+                    cancelsInFlight -= 1
+                    cancellation.broadcast()
+                }
                 usleep(50_000)
             }
         }
