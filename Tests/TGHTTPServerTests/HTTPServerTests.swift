@@ -18,6 +18,18 @@ import Testing
         await server.shutdown()
     }
 
+    @Test func servesIPv6AndReportsTheIPv6PeerAddress() async throws {
+        let server = try startServer(
+            { $0.host = "::1" },
+            handler: { request in
+                .response(ServerResponse(status: .ok, contentType: "text/plain", body: request.remoteAddress ?? "-"))
+            }
+        )
+        let result = try await curl(["-g", "http://[::1]:\(server.port)/"])
+        #expect(result.stdout == "::1")
+        await server.shutdown()
+    }
+
     @Test func passesTheRawTargetQueryHeadersCookiesAndPeerAddressToTheHandler() async throws {
         let server = try startServer(handler: { request in
             let summary = [
