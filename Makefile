@@ -7,13 +7,13 @@ DEV_PG_PORT ?= 54329
 TEST_PG_PORT ?= 54339
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 
-.PHONY: help deps build release test test-asan lint dev bench clean
+.PHONY: help deps build release test test-sanitized lint dev bench clean
 
 help:
 	@echo "make dev    build, start a throwaway PostgreSQL, migrate and serve on 127.0.0.1:8080"
 	@echo "make test   lint, build and run every test against a throwaway PostgreSQL"
 	@echo "make bench  release build + wrk against TokenGate and nginx (see bench/)"
-	@echo "make test-asan  every test under AddressSanitizer (own build folder, several minutes)"
+	@echo "make test-sanitized [SANITIZER=address|thread]  every test under a sanitizer (own build folder, minutes)"
 
 deps:
 	@scripts/deps.sh
@@ -41,15 +41,16 @@ test: deps lint
 	  TOKENGATE_TEST_DATABASE_URL="$$url" timeout 900 swift test --skip-build --no-parallel 2>&1 | tee "$$dir/test.log"; \
 	  grep -qE "Test run with [1-9][0-9]* tests? .*passed" "$$dir/test.log"
 
-# The whole suite under AddressSanitizer, in a build folder of its own. Leak reports are off:
-# the only leaks seen come from XCTest and Foundation's Thread/Process in test support.
-test-asan: deps
+# The whole suite under a sanitizer, in a build folder of its own. Leak reports are off: the only
+# leaks seen come from XCTest and Foundation's Thread/Process in test support.
+SANITIZER ?= address
+test-sanitized: deps
 	@set -euo pipefail; \
 	  dir=$$(mktemp -d /tmp/tokengate-test-pg.XXXXXX); chmod 755 "$$dir"; \
 	  trap 'scripts/pg.sh stop "$$dir/pg"; rm -rf "$$dir"' EXIT; \
 	  url=$$(scripts/pg.sh start "$$dir/pg" $(TEST_PG_PORT)); \
 	  TOKENGATE_TEST_DATABASE_URL="$$url" ASAN_OPTIONS=detect_leaks=0 \
-	    timeout 1800 swift test --sanitize=address --scratch-path .build-asan --no-parallel
+	    timeout 1800 swift test --sanitize=$(SANITIZER) --scratch-path .build-$(SANITIZER) --no-parallel
 
 dev: deps build
 	@mkdir -p $(DATA)
