@@ -42,6 +42,7 @@ public enum TokenGateApp {
         if let threads = server.threads { settings.threads = threads }
         settings.connectionLimit = server.connectionLimit
         settings.connectionTimeoutSeconds = server.connectionTimeoutSeconds
+        settings.requestHeadTimeout = server.requestHeadTimeoutSeconds > 0 ? .seconds(server.requestHeadTimeoutSeconds) : nil
         settings.maxBodySize = server.maxBodyBytes
         settings.requestTimeout = .seconds(server.requestTimeoutSeconds)
         settings.drainTimeout = .seconds(server.drainTimeoutSeconds)

@@ -16,10 +16,17 @@ final class DeadlineWatcher: @unchecked Sendable {
     private var running = true
     private let interval: Duration
     private let expire: @Sendable (RequestContext) -> Void
+    private let tick: (@Sendable (ContinuousClock.Instant) -> Void)?
     private var thread: pthread_t?
 
-    init(interval: Duration = .milliseconds(50), expire: @escaping @Sendable (RequestContext) -> Void) {
+    /// `tick`, if given, runs on the watcher's thread every fifth interval.
+    init(
+        interval: Duration = .milliseconds(50),
+        tick: (@Sendable (ContinuousClock.Instant) -> Void)? = nil,
+        expire: @escaping @Sendable (RequestContext) -> Void
+    ) {
         self.interval = interval
+        self.tick = tick
         self.expire = expire
     }
 
@@ -69,6 +76,7 @@ final class DeadlineWatcher: @unchecked Sendable {
     private func loop() {
         let clock = ContinuousClock()
         let nanos = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        var turn = 0
         while true {
             var request = timespec(tv_sec: Int(nanos / 1_000_000_000), tv_nsec: Int(nanos % 1_000_000_000))
             nanosleep(&request, nil)
@@ -81,6 +89,8 @@ final class DeadlineWatcher: @unchecked Sendable {
             }
             guard let expired else { return }
             for context in expired { expire(context) }
+            turn += 1
+            if turn % 5 == 0 { tick?(now) }
         }
     }
 }

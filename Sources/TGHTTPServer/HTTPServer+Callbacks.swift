@@ -18,8 +18,34 @@ let uriLogCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CCha
     let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
     server.inFlight.add(1, ordering: .relaxed)
     let context = RequestContext(target: uri.map { String(cString: $0) } ?? "/", connection: connection)
+    if let connection, let entry = CShims_MHD_socket_context(connection) {
+        context.connectionEntry = Unmanaged<HeadDeadlines.Entry>.fromOpaque(entry).takeUnretainedValue()
+    }
     return Unmanaged.passRetained(context).toOpaque()
 }
+
+/// A connection opened or closed: its entry in the head-deadline registry lives exactly as long.
+let connectionNotifyCallback:
+    @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?, MHD_ConnectionNotificationCode) -> Void =
+        {
+            serverPointer,
+            connection,
+            socketContext,
+            code in
+            let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
+            guard let socketContext else { return }
+            switch code {
+            case .CONNECTION_NOTIFY_STARTED:
+                guard let connection else { return }
+                let entry = HeadDeadlines.Entry(socket: CShims_MHD_connection_fd(connection), since: .now)
+                server.heads.opened(entry)
+                socketContext.pointee = Unmanaged.passRetained(entry).toOpaque()
+            default:
+                guard let raw = socketContext.pointee else { return }
+                socketContext.pointee = nil
+                server.heads.closed(Unmanaged<HeadDeadlines.Entry>.fromOpaque(raw).takeRetainedValue())
+            }
+        }
 
 /// Request finished (answered, failed or connection closed): release its context.
 let requestCompletedCallback:
@@ -32,6 +58,7 @@ let requestCompletedCallback:
         guard let contextSlot, let raw = contextSlot.pointee else { return }
         contextSlot.pointee = nil
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
+        if let entry = context.connectionEntry { server.heads.headStarted(entry, at: .now) }
         server.lock(for: context).withLock { context.connection = nil }
         server.inFlight.subtract(1, ordering: .releasing)
     }
@@ -67,6 +94,7 @@ extension HTTPServer {
         switch context.stage {
         case .new:
             context.stage = .receiving
+            if let entry = context.connectionEntry { heads.headArrived(entry) }
             guard let method, let parsed = Self.method(method) else {
                 context.stage = .rejected
                 return queue(Self.problem(.badRequest, "bad_request", "The request method is not valid."), on: connection)

@@ -13,6 +13,10 @@ extension HTTPServer {
         public var perIPConnectionLimit: Int = 0
         /// A connection with no traffic for this many seconds is closed (slow or idle clients).
         public var connectionTimeoutSeconds: Int = 15
+        /// A request head (request line and headers) must arrive in full within this long of the
+        /// connection opening or of the previous request ending; a slower client is disconnected
+        /// (slowloris: the connection timeout above only counts silence). nil: no such limit.
+        public var requestHeadTimeout: Duration? = .seconds(30)
         /// Request bodies larger than this are refused with 413, before reading them when
         /// `Content-Length` says so.
         public var maxBodySize: Int = 1 << 20

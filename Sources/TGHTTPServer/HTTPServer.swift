@@ -38,6 +38,8 @@ public final class HTTPServer: @unchecked Sendable {
     let inFlight = Atomic<Int>(0)
     let suspensions = Atomic<Int>(0)
     let locks: [Lock] = (0..<64).map { _ in Lock() }
+    /// Connections whose next request head is still arriving (for ``Configuration/requestHeadTimeout``).
+    let heads = HeadDeadlines()
     private(set) var deadlines: DeadlineWatcher!
     private let lifecycleLock = Lock()
     private var daemon: OpaquePointer?
@@ -50,9 +52,16 @@ public final class HTTPServer: @unchecked Sendable {
         self.configuration = configuration
         self.handler = handler
         self.deadlines = nil
-        self.deadlines = DeadlineWatcher { [unowned self] context in
-            self.complete(context, with: Self.timeoutResponse)
-        }
+        let heads = self.heads
+        let headTimeout = configuration.requestHeadTimeout
+        self.deadlines = DeadlineWatcher(
+            tick: { now in
+                if let headTimeout { heads.expire(now: now, timeout: headTimeout) }
+            },
+            expire: { [unowned self] context in
+                self.complete(context, with: Self.timeoutResponse)
+            }
+        )
     }
 
     deinit {
@@ -140,6 +149,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let uriLog = unsafeBitCast(uriLogCallback, to: Int.self)
         let completed = unsafeBitCast(requestCompletedCallback, to: Int.self)
+        let connections = unsafeBitCast(connectionNotifyCallback, to: Int.self)
         logTarget.initialize(to: CShims_MHD_LogTarget(sink: diagnosticsCallback, context: context))
         let logger = CShims_MHD_log_adapter_address()
         var items: [MHD_OptionItem] = [
@@ -151,6 +161,7 @@ public final class HTTPServer: @unchecked Sendable {
             item(.LISTENING_ADDRESS_REUSE, 1),
             item(.URI_LOG_CALLBACK, uriLog, context),
             item(.NOTIFY_COMPLETED, completed, context),
+            item(.NOTIFY_CONNECTION, connections, context),
             item(.EXTERNAL_LOGGER, logger, UnsafeMutableRawPointer(logTarget)),
         ]
         if configuration.perIPConnectionLimit > 0 {

@@ -38,6 +38,8 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var bridge = BridgeStateMachine<ServerResponse>()
     var task: Task<Void, Never>?
     var deadline: ContinuousClock.Instant?
+    /// The connection's head-deadline entry (see ``HeadDeadlines``), if it has one.
+    var connectionEntry: HeadDeadlines.Entry?
     var startsInline = false
 
     init(target: String, connection: OpaquePointer?) {

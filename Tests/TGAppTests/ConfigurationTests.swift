@@ -92,6 +92,15 @@ import Testing
         #expect(configuration.providers.isEmpty)
     }
 
+    @Test func requestHeadTimeoutDefaultsTo30SecondsTakesOverridesAndRefusesNegatives() throws {
+        let database = ["TOKENGATE_DATABASE_URL": "postgresql://127.0.0.1/x"]
+        #expect(try ConfigurationLoader.load(path: nil, environment: database).server.requestHeadTimeoutSeconds == 30)
+        let overridden = database.merging(["TOKENGATE_SERVER_REQUEST_HEAD_TIMEOUT_SECONDS": "0"]) { $1 }
+        #expect(try ConfigurationLoader.load(path: nil, environment: overridden).server.requestHeadTimeoutSeconds == 0)
+        let negative = database.merging(["TOKENGATE_SERVER_REQUEST_HEAD_TIMEOUT_SECONDS": "-1"]) { $1 }
+        #expect(problems(nil, negative).map(\.key).contains("server.request_head_timeout_seconds"))
+    }
+
     @Test func neverPrintsASecretInTheRenderedConfigurationOrADump() throws {
         let secretFile = try write("provider-secret-VALUE", extension: "txt")
         let path = try write(yaml.replacingOccurrences(of: "SECRET_FILE", with: secretFile), extension: "yaml")

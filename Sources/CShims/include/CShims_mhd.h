@@ -16,6 +16,13 @@ struct MHD_Daemon *CShims_MHD_start_daemon(unsigned int flags, uint16_t port,
 // MHD_get_connection_info is variadic: the client's address, or NULL.
 const struct sockaddr *CShims_MHD_client_address(struct MHD_Connection *connection);
 
+// MHD_get_connection_info is variadic: the connection's socket, or -1.
+int CShims_MHD_connection_fd(struct MHD_Connection *connection);
+
+// MHD_get_connection_info is variadic: what the MHD_OPTION_NOTIFY_CONNECTION callback stored in
+// the connection's socket context, or NULL.
+void *CShims_MHD_socket_context(struct MHD_Connection *connection);
+
 // MHD_get_daemon_info is variadic: the port actually bound (useful with port 0), or 0.
 uint16_t CShims_MHD_bound_port(struct MHD_Daemon *daemon);
 

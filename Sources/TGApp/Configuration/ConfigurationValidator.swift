@@ -58,6 +58,9 @@ struct ConfigurationValidator {
         if let threads = server.threads { positive(threads, "server.threads") }
         positive(server.connectionLimit, "server.connection_limit")
         positive(server.connectionTimeoutSeconds, "server.connection_timeout_seconds")
+        if server.requestHeadTimeoutSeconds < 0 {
+            problem("server.request_head_timeout_seconds", "must be 0 (no limit) or a number of seconds")
+        }
         positive(server.maxBodyBytes, "server.max_body_bytes")
         positive(server.requestTimeoutSeconds, "server.request_timeout_seconds")
         positive(server.drainTimeoutSeconds, "server.drain_timeout_seconds")

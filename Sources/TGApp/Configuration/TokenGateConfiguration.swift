@@ -41,6 +41,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var threads: Int?
         public var connectionLimit: Int
         public var connectionTimeoutSeconds: Int
+        /// A request head must arrive in full within this many seconds (slowloris); 0: no limit.
+        public var requestHeadTimeoutSeconds: Int
         public var maxBodyBytes: Int
         public var requestTimeoutSeconds: Int
         public var drainTimeoutSeconds: Int
@@ -51,6 +53,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case trustedProxies = "trusted_proxies"
             case connectionLimit = "connection_limit"
             case connectionTimeoutSeconds = "connection_timeout_seconds"
+            case requestHeadTimeoutSeconds = "request_head_timeout_seconds"
             case maxBodyBytes = "max_body_bytes"
             case requestTimeoutSeconds = "request_timeout_seconds"
             case drainTimeoutSeconds = "drain_timeout_seconds"
@@ -65,6 +68,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             threads = try c.decodeIfPresent(Int.self, forKey: .threads)
             connectionLimit = try c.value(.connectionLimit, default: 4096)
             connectionTimeoutSeconds = try c.value(.connectionTimeoutSeconds, default: 15)
+            requestHeadTimeoutSeconds = try c.value(.requestHeadTimeoutSeconds, default: 30)
             maxBodyBytes = try c.value(.maxBodyBytes, default: 1 << 20)
             requestTimeoutSeconds = try c.value(.requestTimeoutSeconds, default: 30)
             drainTimeoutSeconds = try c.value(.drainTimeoutSeconds, default: 10)
