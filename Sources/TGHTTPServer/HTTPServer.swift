@@ -161,9 +161,12 @@ public final class HTTPServer: @unchecked Sendable {
             item(.LISTENING_ADDRESS_REUSE, 1),
             item(.URI_LOG_CALLBACK, uriLog, context),
             item(.NOTIFY_COMPLETED, completed, context),
-            item(.NOTIFY_CONNECTION, connections, context),
             item(.EXTERNAL_LOGGER, logger, UnsafeMutableRawPointer(logTarget)),
         ]
+        // Without a head deadline, connections are not registered at all (no per-request cost).
+        if configuration.requestHeadTimeout != nil {
+            items.append(item(.NOTIFY_CONNECTION, connections, context))
+        }
         if configuration.perIPConnectionLimit > 0 {
             items.append(item(.PER_IP_CONNECTION_LIMIT, configuration.perIPConnectionLimit))
         }

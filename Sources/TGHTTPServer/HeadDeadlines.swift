@@ -46,8 +46,6 @@ final class HeadDeadlines: @unchecked Sendable {
         lock.withLock { entry.since = nil }
     }
 
-    var count: Int { lock.withLock { open.count } }
-
     /// Shuts down the sockets of connections whose head started `timeout` or more before `now`;
     /// returns how many.
     @discardableResult
