@@ -33,7 +33,8 @@ public func curl(_ arguments: [String]) async throws -> CurlResult {
     try await offPool {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["--silent", "--show-error", "--max-time", "20"] + arguments
+        // --noproxy: a test that sets http_proxy in this process must not divert other tests.
+        process.arguments = ["--silent", "--show-error", "--noproxy", "*", "--max-time", "20"] + arguments
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
