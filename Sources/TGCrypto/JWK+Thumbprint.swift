@@ -1,8 +1,9 @@
 extension JWK {
     /// The RFC 7638 JWK Thumbprint: base64url of the SHA-256 of the required members in
-    /// lexicographic order without whitespace. Supports `RSA` (`e`, `kty`, `n`), `EC`
-    /// (`crv`, `kty`, `x`, `y`) and `OKP` (`crv`, `kty`, `x`, RFC 8037 §2); throws ``CryptoError/unsupportedAlgorithm`` for other key
-    /// types and ``CryptoError/malformed`` when a required member is missing.
+    /// lexicographic order without whitespace. Supports `RSA` (`e`, `kty`, `n`), `EC` (`crv`,
+    /// `kty`, `x`, `y`) and `OKP` (`crv`, `kty`, `x`, RFC 8037 §2); throws
+    /// ``CryptoError/unsupportedAlgorithm`` for other key types and ``CryptoError/malformed`` when a
+    /// required member is missing.
     public func thumbprint() throws(CryptoError) -> String {
         let members: [(String, String?)]
         switch keyType {

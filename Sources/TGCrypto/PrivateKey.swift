@@ -1,6 +1,7 @@
 internal import COpenSSL
 
-/// An RSA, EC or Ed25519 private key that signs JWSs (for `private_key_jwt`, or a test identity provider).
+/// An RSA, EC or Ed25519 private key that signs JWSs (for `private_key_jwt`, or a test identity
+/// provider).
 ///
 /// Owns one `EVP_PKEY`, freed on deinit. Never printed.
 public final class PrivateKey: @unchecked Sendable, CustomStringConvertible {

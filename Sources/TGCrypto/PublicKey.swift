@@ -27,8 +27,9 @@ public final class PublicKey: @unchecked Sendable {
 
     /// Loads the public key a JWK describes: `RSA` with `n` and `e`, `EC` with `crv`
     /// (`P-256`, `P-384`), `x` and `y`, or `OKP` with `crv` `Ed25519` and `x` (RFC 8037). A `use`
-    /// other than `sig` and a point that is not on the curve are refused. Throws ``CryptoError/unsupportedAlgorithm`` for other key types or
-    /// curves, ``CryptoError/invalidKey`` for anything else wrong with the key.
+    /// other than `sig` and a point that is not on the curve are refused. Throws
+    /// ``CryptoError/unsupportedAlgorithm`` for other key types or curves,
+    /// ``CryptoError/invalidKey`` for anything else wrong with the key.
     public convenience init(jwk: JWK) throws(CryptoError) {
         if let use = jwk.use, use != "sig" { throw .invalidKey }
         let key: OpaquePointer?

@@ -10,7 +10,8 @@ import Glibc
 @Suite struct ServeSignalTests {
     /// A supervisor may start TokenGate with termination signals blocked (a child inherits its
     /// parent's signal mask; this test's own threads block them, as Dispatch's threads do): SIGTERM
-    /// must still drain and stop `serve`.
+    /// must still drain and stop `serve`. Checked by hand through /proc: the child's main thread
+    /// starts with SIGTERM blocked, and `serve` opens it once its signal handling is in place.
     @Test func serveStopsCleanlyOnSIGTERMEvenWhenStartedWithSignalsBlocked() async throws {
         try await TestDatabase.withFreshDatabase { _, url async throws in
             let environment = ["TOKENGATE_DATABASE_URL": url]
