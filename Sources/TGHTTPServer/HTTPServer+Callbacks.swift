@@ -37,7 +37,7 @@ let connectionNotifyCallback:
             switch code {
             case .CONNECTION_NOTIFY_STARTED:
                 guard let connection else { return }
-                let entry = HeadDeadlines.Entry(socket: CShims_MHD_connection_fd(connection), since: .now)
+                let entry = HeadDeadlines.Entry(socket: CShims_MHD_connection_fd(connection), since: HeadDeadlines.now())
                 server.heads.opened(entry)
                 socketContext.pointee = Unmanaged.passRetained(entry).toOpaque()
             default:
@@ -58,8 +58,9 @@ let requestCompletedCallback:
         guard let contextSlot, let raw = contextSlot.pointee else { return }
         contextSlot.pointee = nil
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
-        if let entry = context.connectionEntry { server.heads.headStarted(entry, at: .now) }
-        server.lock(for: context).withLock { context.connection = nil }
+        if let entry = context.connectionEntry { server.heads.headStarted(entry) }
+        // Only an async handler's task can reach the connection from another thread.
+        if context.isAsync { server.lock(for: context).withLock { context.connection = nil } }
         server.inFlight.subtract(1, ordering: .releasing)
     }
 
@@ -156,6 +157,7 @@ extension HTTPServer {
         case .response(let response):
             return queue(response, on: connection)
         case .async(let respond):
+            context.isAsync = true
             context.startsInline = true
             let task = Task(executorPreference: context) { [unowned self] in
                 let response = await respond(request)

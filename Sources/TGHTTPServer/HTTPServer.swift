@@ -55,8 +55,8 @@ public final class HTTPServer: @unchecked Sendable {
         let heads = self.heads
         let headTimeout = configuration.requestHeadTimeout
         self.deadlines = DeadlineWatcher(
-            tick: { now in
-                if let headTimeout { heads.expire(now: now, timeout: headTimeout) }
+            tick: { _ in
+                if let headTimeout { heads.expire(timeout: headTimeout) }
             },
             expire: { [unowned self] context in
                 self.complete(context, with: Self.timeoutResponse)

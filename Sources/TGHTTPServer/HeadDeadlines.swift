@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -6,27 +8,38 @@ import Glibc
 /// headers) has been arriving: since the connection opened, or since its previous request ended.
 ///
 /// libmicrohttpd's connection timeout is an idle timeout, so a client that trickles a head a byte
-/// at a time (slowloris) would hold its connection forever; ``expire(now:timeout:)`` shuts down
+/// at a time (slowloris) would hold its connection forever; ``expire(timeout:now:)`` shuts down
 /// the socket of every connection whose head has taken longer than the timeout, and
 /// libmicrohttpd then closes the connection as it would after any socket error.
+///
+/// Marking a head's start and arrival is on every request's path, so it takes no lock and reads
+/// the coarse monotonic clock (a few milliseconds of resolution, plenty for a timeout of seconds).
 final class HeadDeadlines: @unchecked Sendable {
     // Invariants:
-    // - `open` and every entry's `since` are only accessed with `lock` held.
+    // - `open` is only accessed with `lock` held.
     // - An entry is in `open` from the connection's STARTED notification to its CLOSED one, and
     //   libmicrohttpd notifies CLOSED before it closes the socket, which it cannot do while
     //   `expire` holds `lock`: `expire` never shuts down a descriptor that was closed and reused.
-    final class Entry: @unchecked Sendable {
+    final class Entry: Sendable {
         let socket: Int32
-        var since: ContinuousClock.Instant?
+        /// Coarse monotonic nanoseconds when the current head started arriving; 0 when none is.
+        let since: Atomic<Int64>
 
-        init(socket: Int32, since: ContinuousClock.Instant) {
+        init(socket: Int32, since: Int64) {
             self.socket = socket
-            self.since = since
+            self.since = Atomic(since)
         }
     }
 
     private let lock = Lock()
     private var open: [ObjectIdentifier: Entry] = [:]
+
+    /// Nanoseconds on the coarse monotonic clock (never 0 on a running system).
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
 
     func opened(_ entry: Entry) {
         lock.withLock { open[ObjectIdentifier(entry)] = entry }
@@ -37,24 +50,28 @@ final class HeadDeadlines: @unchecked Sendable {
     }
 
     /// The head of the connection's next request starts arriving now.
-    func headStarted(_ entry: Entry, at now: ContinuousClock.Instant) {
-        lock.withLock { entry.since = now }
+    func headStarted(_ entry: Entry) {
+        entry.since.store(Self.now(), ordering: .relaxed)
     }
 
     /// The head arrived in full.
     func headArrived(_ entry: Entry) {
-        lock.withLock { entry.since = nil }
+        entry.since.store(0, ordering: .relaxed)
     }
 
     /// Shuts down the sockets of connections whose head started `timeout` or more before `now`;
-    /// returns how many.
+    /// returns how many. A head that arrives while this runs is not cut off.
     @discardableResult
-    func expire(now: ContinuousClock.Instant, timeout: Duration) -> Int {
-        lock.withLock {
+    func expire(timeout: Duration, now: Int64 = HeadDeadlines.now()) -> Int {
+        let limit = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+        return lock.withLock {
             var expired = 0
             for entry in open.values {
-                guard let since = entry.since, now - since >= timeout else { continue }
-                entry.since = nil
+                let since = entry.since.load(ordering: .relaxed)
+                guard since != 0, now - since >= limit else { continue }
+                guard entry.since.compareExchange(expected: since, desired: 0, ordering: .relaxed).exchanged else {
+                    continue
+                }
                 shutdown(entry.socket, Int32(SHUT_RDWR))
                 expired += 1
             }

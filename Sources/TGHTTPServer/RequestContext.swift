@@ -40,6 +40,8 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var deadline: ContinuousClock.Instant?
     /// The connection's head-deadline entry (see ``HeadDeadlines``), if it has one.
     var connectionEntry: HeadDeadlines.Entry?
+    /// Set on the MHD thread when the handler answered `.async` (before its task exists).
+    var isAsync = false
     var startsInline = false
 
     init(target: String, connection: OpaquePointer?) {
