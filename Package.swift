@@ -78,11 +78,21 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // Layer 3: domain that knows OAuth but not C.
+        .target(
+            name: "TGOIDC",
+            dependencies: [
+                "TGHTTPClient", "TGCrypto",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // Layer 4: routes, middleware, configuration; the executable is CLI only.
         .target(
             name: "TGApp",
             dependencies: [
-                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto",
+                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto", "TGOIDC",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
@@ -113,7 +123,10 @@ let package = Package(
         // Test support: test database, helpers shared by the suites.
         .target(
             name: "TGTesting",
-            dependencies: ["TGPostgres", "TGHTTPClient"],
+            dependencies: [
+                "TGPostgres", "TGHTTPClient", "TGHTTPServer", "TGCrypto",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             swiftSettings: strictSettings
         ),
 
@@ -135,6 +148,16 @@ let package = Package(
         .testTarget(
             name: "TGCryptoTests",
             dependencies: ["TGCrypto"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TGOIDCTests",
+            dependencies: ["TGOIDC", "TGCrypto", "TGHTTPClient", "TGTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "TGTestingTests",
+            dependencies: ["TGTesting", "TGHTTPClient", "TGCrypto"],
             swiftSettings: strictSettings
         ),
         .testTarget(

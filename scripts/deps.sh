@@ -18,3 +18,8 @@ if ! python3 -c "import openapi_spec_validator" 2>/dev/null; then
     echo "deps: installing openapi-spec-validator" >&2
     python3 -m pip install -q openapi-spec-validator >/dev/null
 fi
+# A real OpenID provider the tests drive TokenGate's OIDC client against (PyPI).
+if ! python3 -c "import oidc_provider_mock" 2>/dev/null; then
+    echo "deps: installing oidc-provider-mock" >&2
+    python3 -m pip install -q "oidc-provider-mock==0.3.4" >/dev/null
+fi

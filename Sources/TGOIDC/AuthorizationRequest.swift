@@ -1,0 +1,77 @@
+import TGCrypto
+
+/// What a login needs remembered between the redirect to the provider and the callback. Store
+/// it server-side (it holds the PKCE verifier); look it up by ``state`` exactly once.
+public struct PendingAuthorization: Sendable, Hashable, Codable {
+    public var provider: String
+    /// The B2C policy the login went to, nil elsewhere.
+    public var policy: String?
+    /// Opaque, 256 bits of randomness; the key of the pending login.
+    public var state: String
+    public var nonce: String
+    /// RFC 7636 verifier: 43 characters of base64url (256 bits).
+    public var codeVerifier: String
+    /// The issuer of the authority the user was sent to (for RFC 9207's `iss` check).
+    public var issuer: String
+
+    public init(provider: String, policy: String?, state: String, nonce: String, codeVerifier: String, issuer: String) {
+        self.provider = provider
+        self.policy = policy
+        self.state = state
+        self.nonce = nonce
+        self.codeVerifier = codeVerifier
+        self.issuer = issuer
+    }
+}
+
+/// An authorization request: the URL to send the browser to, and what to remember.
+public struct AuthorizationRequest: Sendable {
+    public var url: String
+    public var pending: PendingAuthorization
+}
+
+/// Per-login choices from the app (all optional).
+public struct AuthorizationOptions: Sendable, Hashable {
+    public var policy: String?
+    /// Scopes in addition to the provider's configured ones.
+    public var extraScopes: [String] = []
+    public var prompt: String?
+    public var loginHint: String?
+    public var domainHint: String?
+
+    public init(policy: String? = nil, extraScopes: [String] = [], prompt: String? = nil, loginHint: String? = nil, domainHint: String? = nil) {
+        self.policy = policy
+        self.extraScopes = extraScopes
+        self.prompt = prompt
+        self.loginHint = loginHint
+        self.domainHint = domainHint
+    }
+}
+
+/// PKCE (RFC 7636) with S256, the only method TokenGate uses.
+public enum PKCE {
+    public static func makeVerifier() -> String { SecureRandom.token(byteCount: 32) }
+
+    public static func challenge(for verifier: String) -> String {
+        Base64URL.encode(Digest.sha256(Array(verifier.utf8)))
+    }
+}
+
+extension AuthorizationOptions {
+    /// Prompt values OIDC Core §3.1.2.1 defines (space-separated; Entra adds `select_account`,
+    /// which is in the list too).
+    static let promptValues: Set<String> = ["none", "login", "consent", "select_account", "create"]
+
+    /// Throws for option values that would make a malformed or dangerous request.
+    func validate() throws(OIDCError) {
+        if let prompt {
+            let values = prompt.split(separator: " ").map(String.init)
+            guard !values.isEmpty, values.allSatisfy(Self.promptValues.contains) else {
+                throw OIDCError(.invalidRequest("prompt must be none, login, consent, select_account or create"))
+            }
+        }
+        for scope in extraScopes where scope.isEmpty || scope.utf8.contains(where: { $0 <= 0x20 || $0 == 0x22 || $0 == 0x5C || $0 >= 0x7F }) {
+            throw OIDCError(.invalidRequest("a scope contains a character scopes may not contain"))
+        }
+    }
+}

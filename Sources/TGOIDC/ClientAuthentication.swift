@@ -1,0 +1,90 @@
+import Foundation
+import HTTPTypes
+public import TGCrypto
+
+/// How TokenGate proves to the token endpoint that it is the client (RFC 6749 §2.3, OIDC Core §9).
+public enum ClientAuthentication: Sendable, CustomStringConvertible {
+    /// HTTP Basic with the form-urlencoded client id and secret (RFC 6749 §2.3.1).
+    case clientSecretBasic(secret: String)
+    /// `client_id` and `client_secret` in the form body.
+    case clientSecretPost(secret: String)
+    /// A JWT signed with TokenGate's private key (RFC 7523 §2.2), `kid` in its header.
+    case privateKeyJWT(key: PrivateKey, keyID: String, algorithm: JWSAlgorithm)
+
+    public var description: String {
+        switch self {
+        case .clientSecretBasic: "client_secret_basic"
+        case .clientSecretPost: "client_secret_post"
+        case .privateKeyJWT: "private_key_jwt"
+        }
+    }
+
+    /// Adds the credentials to a token, revocation or similar request to `endpoint`.
+    func apply(
+        clientID: String,
+        endpoint: String,
+        now: Date,
+        form: inout [(name: String, value: String)],
+        headers: inout HTTPFields
+    ) throws(OIDCError) {
+        switch self {
+        case .clientSecretBasic(let secret):
+            let pair = "\(FormURLCoding.escape(clientID)):\(FormURLCoding.escape(secret))"
+            headers[.authorization] = "Basic " + Data(pair.utf8).base64EncodedString()
+        case .clientSecretPost(let secret):
+            form.append(("client_id", clientID))
+            form.append(("client_secret", secret))
+        case .privateKeyJWT(let key, let keyID, let algorithm):
+            let issuedAt = Int(now.timeIntervalSince1970)
+            let claims: [String: Any] = [
+                "iss": clientID, "sub": clientID, "aud": endpoint,
+                "jti": SecureRandom.token(), "iat": issuedAt, "nbf": issuedAt, "exp": issuedAt + 120,
+            ]
+            guard let payload = try? JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys]) else {
+                throw OIDCError(.misconfigured("client assertion could not be encoded"))
+            }
+            let assertion: String
+            do {
+                assertion = try JWS.sign(payload: Array(payload), algorithm: algorithm, keyID: keyID, type: "JWT", using: key)
+            } catch {
+                throw OIDCError(.misconfigured("the private key does not fit \(algorithm.rawValue)"))
+            }
+            form.append(("client_id", clientID))
+            form.append(("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"))
+            form.append(("client_assertion", assertion))
+        }
+    }
+}
+
+/// `application/x-www-form-urlencoded` encoding for request bodies and query strings.
+enum FormURLCoding {
+    static func encode(_ pairs: [(name: String, value: String)]) -> String {
+        pairs.map { "\(escape($0.name))=\(escape($0.value))" }.joined(separator: "&")
+    }
+
+    /// Escapes everything but RFC 3986's unreserved characters.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        let digits = Array("0123456789ABCDEF".utf8)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out.unicodeScalars.append("%")
+                out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte >> 4)]))
+                out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte & 0x0F)]))
+            }
+        }
+        return out
+    }
+
+    /// Appends `pairs` to `url`'s query.
+    static func url(_ url: String, adding pairs: [(name: String, value: String)]) -> String {
+        guard !pairs.isEmpty else { return url }
+        return url + (url.contains("?") ? "&" : "?") + encode(pairs)
+    }
+}

@@ -1,0 +1,98 @@
+/// Everything that can go wrong talking to an identity provider, classified the way the rest of
+/// TokenGate acts on it. Descriptions never carry a token, a code, a secret or the provider's
+/// raw body: they are safe to log and to map to an answer.
+public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: Sendable, Hashable {
+        /// The provider refused the grant for good: a new interactive login is the only way on
+        /// (`invalid_grant`, `interaction_required`, `login_required`, `consent_required`,
+        /// `account_selection_required`, `invalid_scope`). The stored grant is dead.
+        case grantRejected(code: String)
+        /// The provider could not be reached or answered 5xx / 429 / `temporarily_unavailable`.
+        /// Keep everything and try again later (after `retryAfter` when the provider said).
+        case providerUnavailable(retryAfter: Duration?)
+        /// The provider answered something unusable (malformed JSON, a required member missing,
+        /// the wrong token type). Nothing is concluded about the grant.
+        case invalidResponse(String)
+        /// The ID token failed validation.
+        case invalidIDToken(IDTokenProblem)
+        /// TokenGate's own settings are wrong for this provider (`invalid_client`,
+        /// `unauthorized_client`, an unknown policy, a missing endpoint). Nothing is concluded
+        /// about the grant; an operator must act.
+        case misconfigured(String)
+        /// A login option from the app is not acceptable (an unknown prompt value, a bad scope).
+        case invalidRequest(String)
+        /// The provider sent the user back with an error (`access_denied`, …).
+        case authorizationFailed(code: String)
+        /// The callback's `iss` names another issuer (RFC 9207): a mix-up attack or a bug.
+        case issuerMismatch
+    }
+
+    /// What the caller must do with a stored grant.
+    public enum Classification: Sendable, Hashable {
+        /// The grant is dead: mark the account stale, end its sessions, answer `interaction_required`.
+        case fatal
+        /// Keep the grant and answer 503 with `Retry-After`.
+        case transient
+        /// Neither: keep the grant; the login or the response at hand failed.
+        case failed
+    }
+
+    public let kind: Kind
+
+    public init(_ kind: Kind) {
+        self.kind = kind
+    }
+
+    public var classification: Classification {
+        switch kind {
+        case .grantRejected: .fatal
+        case .providerUnavailable: .transient
+        case .invalidResponse, .invalidIDToken, .misconfigured, .invalidRequest, .authorizationFailed, .issuerMismatch: .failed
+        }
+    }
+
+    /// OAuth error codes that mean the grant is gone for good (RFC 6749 §5.2, OIDC Core §3.1.2.6).
+    static let fatalCodes: Set<String> = [
+        "invalid_grant", "interaction_required", "login_required", "consent_required",
+        "account_selection_required", "invalid_scope",
+    ]
+
+    /// Codes that say TokenGate's client settings are wrong.
+    static let configurationCodes: Set<String> = ["invalid_client", "unauthorized_client", "unsupported_grant_type", "invalid_request"]
+
+    /// Codes that mean "try again later" although they come in a 4xx body.
+    static let transientCodes: Set<String> = ["temporarily_unavailable", "server_error", "slow_down"]
+
+    public var description: String {
+        switch kind {
+        case .grantRejected(let code): "identity provider rejected the grant (\(code))"
+        case .providerUnavailable(let retryAfter):
+            "identity provider unavailable" + (retryAfter.map { " (retry after \($0.components.seconds) s)" } ?? "")
+        case .invalidResponse(let what): "identity provider sent an invalid response: \(what)"
+        case .invalidIDToken(let problem): "ID token rejected: \(problem)"
+        case .misconfigured(let what): "provider configuration problem: \(what)"
+        case .invalidRequest(let what): "invalid login request: \(what)"
+        case .authorizationFailed(let code): "authorization failed at the identity provider (\(code))"
+        case .issuerMismatch: "the callback's issuer is not this provider's (possible mix-up attack)"
+        }
+    }
+}
+
+/// Why an ID token was rejected.
+public enum IDTokenProblem: String, Sendable, Hashable, CustomStringConvertible {
+    case malformed = "not a well-formed JWS"
+    case algorithmNotAllowed = "signature algorithm not allowed"
+    case unknownKey = "signed by a key the provider does not publish"
+    case badSignature = "signature does not verify"
+    case issuer = "wrong issuer"
+    case tenantNotAllowed = "tenant not allowed"
+    case audience = "not issued for this client"
+    case authorizedParty = "azp is not this client"
+    case expired = "expired"
+    case issuedInFuture = "issued in the future"
+    case notYetValid = "not yet valid"
+    case nonce = "nonce does not match the login"
+    case subject = "subject differs from the account's"
+
+    public var description: String { rawValue }
+}

@@ -1,0 +1,50 @@
+public import TGCrypto
+
+/// One identity provider as TokenGate uses it.
+public struct ProviderConfiguration: Sendable {
+    /// How the provider sends the authorization response to the callback.
+    public enum ResponseMode: String, Sendable, Hashable {
+        case query
+        case formPost = "form_post"
+    }
+
+    /// Stable name, used in URLs (`provider=`), logs and metrics.
+    public var name: String
+    public var profile: ProviderProfile
+    public var clientID: String
+    public var clientAuthentication: ClientAuthentication
+    /// TokenGate's callback URL registered at the provider.
+    public var redirectURI: String
+    /// Scopes of every login (`openid` is added when the profile issues ID tokens).
+    public var scopes: [String]
+    public var responseMode: ResponseMode = .query
+    /// Accepted ID-token algorithms. Never `none` or HMAC (TGCrypto cannot even express them).
+    public var allowedAlgorithms: Set<JWSAlgorithm> = [.rs256, .rs384, .rs512, .ps256, .es256, .es384]
+    /// Tolerated clock difference for `exp`, `iat` and `nbf`.
+    public var clockSkew: Duration = .seconds(60)
+    /// Deadline of each request to the provider.
+    public var requestTimeout: Duration = .seconds(10)
+    /// How long discovery metadata is reused before it is fetched again.
+    public var metadataLifetime: Duration = .seconds(24 * 3600)
+    /// An unknown `kid` refetches the JWKS at most this often (a forged `kid` cannot make
+    /// TokenGate hammer the provider).
+    public var jwksRefetchInterval: Duration = .seconds(60)
+    /// Extra parameters of every authorization request (never overriding the protocol's own).
+    public var extraAuthorizationParameters: [(name: String, value: String)] = []
+
+    public init(
+        name: String,
+        profile: ProviderProfile,
+        clientID: String,
+        clientAuthentication: ClientAuthentication,
+        redirectURI: String,
+        scopes: [String] = ["openid", "profile", "email", "offline_access"]
+    ) {
+        self.name = name
+        self.profile = profile
+        self.clientID = clientID
+        self.clientAuthentication = clientAuthentication
+        self.redirectURI = redirectURI
+        self.scopes = scopes
+    }
+}
