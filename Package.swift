@@ -162,7 +162,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TGAppTests",
-            dependencies: ["TGApp", "TGTesting"],
+            dependencies: ["TGApp", "TGOIDC", "TGCrypto", "TGTesting"],
             swiftSettings: strictSettings
         ),
     ]

@@ -40,7 +40,7 @@ import Testing
         providers:
           - name: entra
             kind: entra
-            issuer: https://login.microsoftonline.com/common/v2.0
+            tenant: common
             client_id: abc
             client_secret: { file: SECRET_FILE }
         upstreams:

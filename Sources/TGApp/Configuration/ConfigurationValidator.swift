@@ -108,7 +108,8 @@ struct ConfigurationValidator {
             let path = "providers[\(index)]"
             if !Self.isURLSafeName(provider.name) { problem("\(path).name", "must be 1 to 64 of a-z, 0-9, - and _") }
             if !seen.insert(provider.name).inserted { problem("\(path).name", "duplicates another provider") }
-            webURL(provider.issuer, "\(path).issuer")
+            for (key, url) in provider.configuredURLs { webURL(url, "\(path).\(key)") }
+            for (key, message) in provider.kindProblems() { problem("\(path).\(key)", message) }
             if provider.clientID.isEmpty { problem("\(path).client_id", "must not be empty") }
             if let secret = provider.clientSecret { self.secret(secret, "\(path).client_secret") }
             if let key = provider.privateKey { secret(key, "\(path).private_key") }

@@ -1,6 +1,5 @@
 /// TokenGate's configuration: one file (YAML or JSON, snake_case keys) plus `TOKENGATE_*`
-/// environment overrides. Every key, its type, default and variable is listed in
-/// `docs/configuration.md`. Load it with ``ConfigurationLoader``.
+/// environment overrides. Load it with ``ConfigurationLoader``.
 public struct TokenGateConfiguration: Sendable, Codable {
     public var server: Server
     public var database: Database
@@ -166,9 +165,10 @@ public struct TokenGateConfiguration: Sendable, Codable {
     }
 
     /// An identity provider TokenGate is the confidential client of.
+    /// An identity provider (see `docs/providers.md` for every kind with an example).
     public struct Provider: Sendable, Codable {
         public enum Kind: String, Sendable, Codable, CaseIterable {
-            case oidc, entra, b2c, cognito, google, yahoojp
+            case oidc, oauth2, entra, b2c, cognito, google, yahoojp
         }
 
         public enum AuthMethod: String, Sendable, Codable, CaseIterable {
@@ -177,41 +177,91 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case privateKeyJWT = "private_key_jwt"
         }
 
+        public enum ResponseMode: String, Sendable, Codable, CaseIterable {
+            case query
+            case formPost = "form_post"
+        }
+
+        /// Written-out endpoints of a plain OAuth 2.0 provider (`kind: oauth2`).
+        public struct Endpoints: Sendable, Codable {
+            public var authorization: String
+            public var token: String
+            public var revocation: String?
+            public var userinfo: String?
+            public var endSession: String?
+
+            enum CodingKeys: String, CodingKey {
+                case authorization, token, revocation, userinfo
+                case endSession = "end_session"
+            }
+        }
+
         public var name: String
         public var kind: Kind
-        /// Issuer URL; discovery is `<issuer>/.well-known/openid-configuration`.
+        /// Issuer URL (`oidc`, `cognito`; `google` and `yahoojp` default to the real one).
         public var issuer: String
         public var clientID: String
         public var clientSecret: Secret?
         /// PEM private key for `private_key_jwt`.
         public var privateKey: Secret?
+        /// The `kid` the provider knows TokenGate's key by (`private_key_jwt`).
+        public var privateKeyID: String?
         public var authMethod: AuthMethod
         public var scopes: [String]
+        /// Entra: `common`, `organizations`, `consumers`, a tenant id or domain. B2C: the tenant
+        /// domain (`contoso.onmicrosoft.com`).
         public var tenant: String?
+        /// Entra: the only tenant ids accepted (multi-tenant apps); empty: any.
+        public var allowedTenants: [String]
+        /// B2C: the policies (user flows); the first is the default.
         public var policies: [String]
-        public var domain: String?
+        /// The login host: Entra's cloud (default `https://login.microsoftonline.com`), B2C's
+        /// (`https://contoso.b2clogin.com`), Cognito's hosted UI domain.
+        public var authority: String?
+        public var responseMode: ResponseMode
+        /// Extra authorization-request parameters (never replacing the protocol's own).
+        public var authorizeParameters: [String: String]
+        public var endpoints: Endpoints?
+        public var clockSkewSeconds: Int
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case name, kind, issuer, scopes, tenant, policies, domain
+            case name, kind, issuer, scopes, tenant, policies, authority, endpoints
             case clientID = "client_id"
             case clientSecret = "client_secret"
             case privateKey = "private_key"
+            case privateKeyID = "private_key_id"
             case authMethod = "auth_method"
+            case allowedTenants = "allowed_tenants"
+            case responseMode = "response_mode"
+            case authorizeParameters = "authorize_parameters"
+            case clockSkewSeconds = "clock_skew_seconds"
         }
 
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             name = try c.decode(String.self, forKey: .name)
             kind = try c.value(.kind, default: .oidc)
-            issuer = try c.value(.issuer, default: "")
+            let defaultIssuer =
+                switch kind {
+                case .google: "https://accounts.google.com"
+                case .yahoojp: "https://auth.login.yahoo.co.jp/yconnect/v2"
+                default: ""
+                }
+            issuer = try c.value(.issuer, default: defaultIssuer)
             clientID = try c.value(.clientID, default: "")
             clientSecret = try c.decodeIfPresent(Secret.self, forKey: .clientSecret)
             privateKey = try c.decodeIfPresent(Secret.self, forKey: .privateKey)
+            privateKeyID = try c.decodeIfPresent(String.self, forKey: .privateKeyID)
             authMethod = try c.value(.authMethod, default: .clientSecretBasic)
             scopes = try c.value(.scopes, default: ["openid", "profile", "email", "offline_access"])
             tenant = try c.decodeIfPresent(String.self, forKey: .tenant)
+            allowedTenants = try c.value(.allowedTenants, default: [])
             policies = try c.value(.policies, default: [])
-            domain = try c.decodeIfPresent(String.self, forKey: .domain)
+            authority = try c.decodeIfPresent(String.self, forKey: .authority)
+            responseMode = try c.value(.responseMode, default: .query)
+            authorizeParameters = try c.value(.authorizeParameters, default: [:])
+            endpoints = try c.decodeIfPresent(Endpoints.self, forKey: .endpoints)
+            clockSkewSeconds = try c.value(.clockSkewSeconds, default: 60)
         }
     }
 
