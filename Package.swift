@@ -162,7 +162,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TGAppTests",
-            dependencies: ["TGApp", "TGOIDC", "TGCrypto", "TGTesting"],
+            dependencies: ["TGApp", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGTesting"],
             swiftSettings: strictSettings
         ),
     ]

@@ -1,5 +1,7 @@
 public import Logging
+public import TGHTTPClient
 public import TGHTTPServer
+public import TGOIDC
 public import TGPostgres
 
 /// Builds TokenGate from its configuration: what `tokengate serve` runs and what tests start.
@@ -13,21 +15,45 @@ public enum TokenGateApp {
         return PostgresClient(configuration: settings)
     }
 
-    /// The routes, bound to their dependencies.
-    public static func makeRouter(_ configuration: TokenGateConfiguration, database: PostgresClient) -> Router {
-        var router = Router()
-        let readiness = HealthRoutes.Check(name: "database") {
-            (try? await database.query("SELECT 1 AS ok").first?.decode(Int.self, "ok")) == 1
+    /// The OIDC client of each configured provider, sharing `httpClient`. Throws only for a
+    /// configuration that did not pass validation.
+    public static func makeProviders(_ configuration: TokenGateConfiguration, httpClient: HTTPClient = HTTPClient()) throws -> [OpenIDProvider] {
+        let callback = configuration.server.publicBaseURL.trimmingSuffix("/") + "/auth/callback"
+        return try configuration.providers.map {
+            OpenIDProvider(configuration: try $0.oidcConfiguration(callbackURL: callback), httpClient: httpClient)
         }
-        HealthRoutes.add(to: &router, version: tokenGateVersion, checks: [readiness])
+    }
+
+    /// The routes, bound to their dependencies.
+    public static func makeRouter(
+        _ configuration: TokenGateConfiguration,
+        database: PostgresClient,
+        providers: [OpenIDProvider] = []
+    ) -> Router {
+        var router = Router()
+        var checks = [
+            HealthRoutes.Check(name: "database") {
+                (try? await database.query("SELECT 1 AS ok").first?.decode(Int.self, "ok")) == 1
+            }
+        ]
+        // Ready only when every provider's metadata loaded (cached: a probe costs no request).
+        for provider in providers {
+            checks.append(HealthRoutes.Check(name: "provider:\(provider.name)") { (try? await provider.metadata()) != nil })
+        }
+        HealthRoutes.add(to: &router, version: tokenGateVersion, checks: checks)
         APIDescriptionRoute.add(to: &router)
         return router
     }
 
     /// The HTTP server with every route, not yet started.
-    public static func makeServer(_ configuration: TokenGateConfiguration, database: PostgresClient, logger: Logger) -> HTTPServer {
+    public static func makeServer(
+        _ configuration: TokenGateConfiguration,
+        database: PostgresClient,
+        providers: [OpenIDProvider] = [],
+        logger: Logger
+    ) -> HTTPServer {
         let application = Application(
-            router: makeRouter(configuration, database: database),
+            router: makeRouter(configuration, database: database, providers: providers),
             logger: logger,
             accessLog: configuration.log.accessLog
         )
@@ -54,5 +80,11 @@ public enum TokenGateApp {
     public static func makeLogger(_ configuration: TokenGateConfiguration, sink: any LogSink = FileDescriptorLogSink()) -> Logger {
         let level = Logger.Level(rawValue: configuration.log.level) ?? .info
         return Logger(label: "tokengate") { label in JSONLogHandler(label: label, level: level, sink: sink) }
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
     }
 }

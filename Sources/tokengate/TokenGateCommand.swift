@@ -58,7 +58,8 @@ struct Serve: AsyncParsableCommand {
             logger.critical("database unreachable", metadata: ["error": .string(error.description)])
             throw ExitCode(1)
         }
-        let server = TokenGateApp.makeServer(configuration, database: database, logger: logger)
+        let providers = try TokenGateApp.makeProviders(configuration)
+        let server = TokenGateApp.makeServer(configuration, database: database, providers: providers, logger: logger)
         try await Runtime.serveUntilSignalled(server, logger: logger)
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
 import TGCrypto
+import TGHTTPClient
 import TGOIDC
+import TGTesting
 import Testing
 
 @testable import TGApp
