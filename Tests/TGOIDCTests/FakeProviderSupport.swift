@@ -1,0 +1,75 @@
+import Foundation
+import TGCrypto
+import TGHTTPClient
+import TGTesting
+import Testing
+
+@testable import TGOIDC
+
+/// A client of a fake identity provider, with the fake's clock and a plain-http client.
+struct FakeProviderFixture {
+    static let clientID = "tokengate"
+    static let secret = "s3cret"
+    static let redirectURI = "https://gw.example/auth/callback"
+
+    let fake: FakeIdentityProvider
+    let provider: OpenIDProvider
+    let http: HTTPClient
+
+    /// Starts a fake and a client of it; `configure` adjusts the client's settings.
+    static func start(
+        pathPrefix: String = "",
+        settings: FakeIdentityProvider.Settings = FakeIdentityProvider.Settings(),
+        profile: ((FakeIdentityProvider) -> ProviderProfile)? = nil,
+        authentication: ClientAuthentication = .clientSecretBasic(secret: secret),
+        configure: (inout ProviderConfiguration) -> Void = { _ in }
+    ) throws -> FakeProviderFixture {
+        let fake = try FakeIdentityProvider.start(pathPrefix: pathPrefix, settings: settings)
+        fake.registerClient(id: clientID, secret: secret, redirectURIs: [redirectURI])
+        var httpConfiguration = HTTPClient.Configuration()
+        httpConfiguration.allowPlainHTTPToLoopbackForTesting = true
+        let http = HTTPClient(configuration: httpConfiguration)
+        var configuration = ProviderConfiguration(
+            name: "fake",
+            profile: profile?(fake) ?? .openIDConnect(issuer: fake.issuer),
+            clientID: clientID,
+            clientAuthentication: authentication,
+            redirectURI: redirectURI
+        )
+        configure(&configuration)
+        let clock = OIDCClock { fake.now }
+        return FakeProviderFixture(fake: fake, provider: OpenIDProvider(configuration: configuration, httpClient: http, clock: clock), http: http)
+    }
+
+    /// A whole login: authorization request, the browser step at the fake, code redemption.
+    func logIn(_ options: AuthorizationOptions = AuthorizationOptions()) async throws -> OpenIDProvider.Login {
+        let (pending, callback) = try await authorize(options)
+        return try await provider.redeem(code: try #require(callback["code"]), for: pending, callbackIssuer: callback["iss"])
+    }
+
+    /// The authorization request and the callback parameters the fake sent the browser back with.
+    func authorize(_ options: AuthorizationOptions = AuthorizationOptions()) async throws -> (PendingAuthorization, [String: String]) {
+        let request = try await provider.authorizationRequest(options)
+        let result = try await fake.followAuthorization(request.url, using: http)
+        #expect(result.parameters["state"] == request.pending.state)
+        return (request.pending, result.parameters)
+    }
+
+    func stop() async {
+        await fake.stop()
+        http.shutdown()
+    }
+}
+
+/// The error `body` threw, as an ``OIDCError`` (nil when it succeeded).
+func oidcError(_ body: () async throws -> Void) async -> OIDCError? {
+    do {
+        try await body()
+        return nil
+    } catch let error as OIDCError {
+        return error
+    } catch {
+        Issue.record("unexpected error type: \(error)")
+        return nil
+    }
+}
