@@ -48,10 +48,18 @@ actor MetadataCache {
             return metadata
         } catch {
             inFlight[url] = nil
-            if let stale = entries[url]?.metadata { return stale }
+            if var stale = entries[url] {
+                // Keep serving what worked, and ask again only after a pause, not on every request.
+                stale.fetchedAt = now.addingTimeInterval(min(Self.retryPause, lifetime.seconds) - lifetime.seconds)
+                entries[url] = stale
+                return stale.metadata
+            }
             throw error as? OIDCError ?? OIDCError(.providerUnavailable(retryAfter: nil))
         }
     }
+
+    /// How long a failed refresh of cached metadata is not retried.
+    static let retryPause: TimeInterval = 60
 }
 
 /// A provider's signing keys. An unknown `kid` refetches the set (keys rotate), at most once per
