@@ -63,7 +63,7 @@ import Testing
         let missing = await oidcError { _ = try await fixture.provider.redeem(code: bare["code"] ?? "", for: second, callbackIssuer: nil) }
         #expect(missing == OIDCError(.issuerMismatch))
         // Neither attempt reached the token endpoint.
-        #expect(fixture.fake.requests(to: "token").isEmpty)
+        #expect(fixture.fake.requests(to: "/token").isEmpty)
         await fixture.stop()
     }
 
