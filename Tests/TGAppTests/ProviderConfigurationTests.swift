@@ -23,6 +23,11 @@ import Testing
         return try ConfigurationLoader.load(path: path, environment: environment)
     }
 
+    /// A PEM private key for `private_key_jwt` examples.
+    static func pemKey() throws -> String {
+        try PrivateKey.generate(.ec(.p256)).pemRepresentation
+    }
+
     func problems(_ providers: String) -> [String] {
         do {
             _ = try load(providers)
