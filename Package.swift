@@ -152,7 +152,10 @@ let package = Package(
         ),
         .testTarget(
             name: "TGOIDCTests",
-            dependencies: ["TGOIDC", "TGCrypto", "TGHTTPClient", "TGTesting"],
+            dependencies: [
+                "TGOIDC", "TGCrypto", "TGHTTPClient", "TGHTTPServer", "TGTesting",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
