@@ -82,7 +82,8 @@ let package = Package(
         .target(
             name: "TGOIDC",
             dependencies: [
-                "TGHTTPClient", "TGCrypto",
+                // TGHTTPServer only for its form encoding (shared with the server's decoding).
+                "TGHTTPClient", "TGHTTPServer", "TGCrypto",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strictSettings

@@ -12,17 +12,44 @@ public struct OIDCClock: Sendable {
     public static let system = OIDCClock { Date() }
 }
 
+/// One fetch at a time per key: callers that miss while a fetch runs wait for its result.
+/// Used from inside an actor (which serialises the calls).
+struct SingleFlight<Key: Hashable, Value: Sendable> {
+    private var running: [Key: Task<Value, any Error>] = [:]
+
+    mutating func task(for key: Key, start: @escaping @Sendable () async throws(OIDCError) -> Value) -> Task<Value, any Error> {
+        if let task = running[key] { return task }
+        let task = Task { try await start() }
+        running[key] = task
+        return task
+    }
+
+    /// Forgets `task` once it finished (not a newer one started for the same key meanwhile).
+    mutating func finished(_ task: Task<Value, any Error>, for key: Key) {
+        if running[key] == task { running[key] = nil }
+    }
+}
+
+/// The error a fetch task ended with, as an ``OIDCError``.
+func oidcError(_ error: any Error) -> OIDCError {
+    error as? OIDCError ?? OIDCError(.providerUnavailable(retryAfter: nil))
+}
+
 /// Discovery metadata per authority (B2C: per policy), reused for the configured lifetime. One
-/// fetch at a time per authority; a failed refresh keeps serving the previous metadata.
+/// fetch at a time per authority; a failed refresh keeps serving the previous metadata and is
+/// not retried for ``retryPause``.
 actor MetadataCache {
     private struct Entry {
         var metadata: ProviderMetadata
-        var fetchedAt: Date
+        /// When the entry stops being served without asking the provider again.
+        var expires: Date
     }
 
     private var entries: [String: Entry] = [:]
-    private var inFlight: [String: Task<ProviderMetadata, any Error>] = [:]
-    private(set) var fetchCount = 0
+    private var fetches = SingleFlight<String, ProviderMetadata>()
+
+    /// How long a failed refresh of cached metadata is not retried.
+    static let retryPause: TimeInterval = 60
 
     func metadata(
         for url: String,
@@ -30,81 +57,65 @@ actor MetadataCache {
         lifetime: Duration,
         fetch: @escaping @Sendable () async throws(OIDCError) -> ProviderMetadata
     ) async throws(OIDCError) -> ProviderMetadata {
-        if let entry = entries[url], now.timeIntervalSince(entry.fetchedAt) < lifetime.seconds {
-            return entry.metadata
-        }
-        let task: Task<ProviderMetadata, any Error>
-        if let running = inFlight[url] {
-            task = running
-        } else {
-            fetchCount += 1
-            task = Task { try await fetch() }
-            inFlight[url] = task
-        }
+        if let entry = entries[url], now < entry.expires { return entry.metadata }
+        let task = fetches.task(for: url, start: fetch)
         do {
             let metadata = try await task.value
-            inFlight[url] = nil
-            entries[url] = Entry(metadata: metadata, fetchedAt: now)
+            fetches.finished(task, for: url)
+            entries[url] = Entry(metadata: metadata, expires: now.addingTimeInterval(lifetime.seconds))
             return metadata
         } catch {
-            inFlight[url] = nil
-            if var stale = entries[url] {
-                // Keep serving what worked, and ask again only after a pause, not on every request.
-                stale.fetchedAt = now.addingTimeInterval(min(Self.retryPause, lifetime.seconds) - lifetime.seconds)
-                entries[url] = stale
-                return stale.metadata
-            }
-            throw error as? OIDCError ?? OIDCError(.providerUnavailable(retryAfter: nil))
+            fetches.finished(task, for: url)
+            guard var stale = entries[url] else { throw oidcError(error) }
+            stale.expires = now.addingTimeInterval(min(Self.retryPause, lifetime.seconds))
+            entries[url] = stale
+            return stale.metadata
         }
     }
-
-    /// How long a failed refresh of cached metadata is not retried.
-    static let retryPause: TimeInterval = 60
 }
 
-/// A provider's signing keys. An unknown `kid` refetches the set (keys rotate), at most once per
-/// interval; concurrent lookups share one fetch.
+/// A provider's signing keys, imported once per fetch. An unknown `kid` refetches the set (keys
+/// rotate) at most once per interval, whether the previous attempt worked or not; concurrent
+/// lookups share one fetch.
 actor JWKSCache {
-    private var keys: JWKSet?
-    private var fetchedAt: Date?
-    private var inFlight: Task<JWKSet, any Error>?
-    private(set) var fetchCount = 0
+    /// A published key and its imported form (keys that do not import are dropped).
+    struct Key: Sendable {
+        var jwk: JWK
+        var publicKey: PublicKey
+    }
 
-    /// The keys that may have signed a token with `keyID` (all keys when the token names none).
+    private var keys: [Key] = []
+    private var lastAttempt: Date?
+    private var fetches = SingleFlight<Int, JWKSet>()
+
+    /// The keys that may have signed a token with `keyID` (every signing key when it names none).
     func candidates(
         keyID: String?,
         now: Date,
         refetchInterval: Duration,
         fetch: @escaping @Sendable () async throws(OIDCError) -> JWKSet
-    ) async throws(OIDCError) -> [JWK] {
-        if let keys, let found = Self.match(keys, keyID), !found.isEmpty { return found }
-        if let fetchedAt, now.timeIntervalSince(fetchedAt) < refetchInterval.seconds {
-            return []
-        }
-        let task: Task<JWKSet, any Error>
-        if let running = inFlight {
-            task = running
-        } else {
-            fetchCount += 1
-            task = Task { try await fetch() }
-            inFlight = task
-        }
+    ) async throws(OIDCError) -> [PublicKey] {
+        let known = Self.match(keys, keyID)
+        if !known.isEmpty { return known }
+        if let lastAttempt, now.timeIntervalSince(lastAttempt) < refetchInterval.seconds { return [] }
+        lastAttempt = now
+        let task = fetches.task(for: 0, start: fetch)
         do {
-            let fresh = try await task.value
-            inFlight = nil
-            keys = fresh
-            fetchedAt = now
-            return Self.match(fresh, keyID) ?? []
+            let set = try await task.value
+            fetches.finished(task, for: 0)
+            keys = set.keys.filter { $0.use == nil || $0.use == "sig" }.compactMap { jwk in
+                (try? PublicKey(jwk: jwk)).map { Key(jwk: jwk, publicKey: $0) }
+            }
+            return Self.match(keys, keyID)
         } catch {
-            inFlight = nil
-            throw error as? OIDCError ?? OIDCError(.providerUnavailable(retryAfter: nil))
+            fetches.finished(task, for: 0)
+            throw oidcError(error)
         }
     }
 
-    private static func match(_ set: JWKSet, _ keyID: String?) -> [JWK]? {
-        let signing = set.keys.filter { $0.use == nil || $0.use == "sig" }
-        guard let keyID else { return signing }
-        return signing.filter { $0.keyID == keyID }
+    private static func match(_ keys: [Key], _ keyID: String?) -> [PublicKey] {
+        guard let keyID else { return keys.map(\.publicKey) }
+        return keys.filter { $0.jwk.keyID == keyID }.map(\.publicKey)
     }
 }
 

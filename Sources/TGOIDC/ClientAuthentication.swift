@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 public import TGCrypto
+import TGHTTPServer
 
 /// How TokenGate proves to the token endpoint that it is the client (RFC 6749 §2.3, OIDC Core §9).
 public enum ClientAuthentication: Sendable, CustomStringConvertible {
@@ -29,7 +30,7 @@ public enum ClientAuthentication: Sendable, CustomStringConvertible {
     ) throws(OIDCError) {
         switch self {
         case .clientSecretBasic(let secret):
-            let pair = "\(FormURLCoding.escape(clientID)):\(FormURLCoding.escape(secret))"
+            let pair = "\(FormURLEncoding.escape(clientID)):\(FormURLEncoding.escape(secret))"
             headers[.authorization] = "Basic " + Data(pair.utf8).base64EncodedString()
         case .clientSecretPost(let secret):
             form.append(("client_id", clientID))
@@ -56,33 +57,8 @@ public enum ClientAuthentication: Sendable, CustomStringConvertible {
     }
 }
 
-/// `application/x-www-form-urlencoded` encoding for request bodies and query strings.
-enum FormURLCoding {
-    static func encode(_ pairs: [(name: String, value: String)]) -> String {
-        pairs.map { "\(escape($0.name))=\(escape($0.value))" }.joined(separator: "&")
-    }
-
-    /// Escapes everything but RFC 3986's unreserved characters.
-    static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        let digits = Array("0123456789ABCDEF".utf8)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                out.unicodeScalars.append("%")
-                out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte >> 4)]))
-                out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte & 0x0F)]))
-            }
-        }
-        return out
-    }
-
-    /// Appends `pairs` to `url`'s query.
+extension FormURLEncoding {
+    /// `url` with `pairs` appended to its query.
     static func url(_ url: String, adding pairs: [(name: String, value: String)]) -> String {
         guard !pairs.isEmpty else { return url }
         return url + (url.contains("?") ? "&" : "?") + encode(pairs)

@@ -37,7 +37,7 @@ enum IDTokenValidator {
     static func validate(
         _ raw: String,
         expecting expected: IDTokenExpectations,
-        keys: (String?) async throws(OIDCError) -> [JWK]
+        keys: (String?) async throws(OIDCError) -> [PublicKey]
     ) async throws(OIDCError) -> IDToken {
         guard let jws = try? JWS(compactSerialization: raw) else { throw problem(.malformed) }
         guard let algorithm = jws.algorithm, expected.allowedAlgorithms.contains(algorithm) else {
@@ -45,16 +45,8 @@ enum IDTokenValidator {
         }
         let candidates = try await keys(jws.header.keyID)
         guard !candidates.isEmpty else { throw problem(.unknownKey) }
-        var verified = false
-        for jwk in candidates {
-            guard let key = try? PublicKey(jwk: jwk) else { continue }
-            do {
-                try jws.verify(using: key, allowedAlgorithms: expected.allowedAlgorithms)
-                verified = true
-                break
-            } catch {
-                continue
-            }
+        let verified = candidates.contains { key in
+            (try? jws.verify(using: key, allowedAlgorithms: expected.allowedAlgorithms)) != nil
         }
         guard verified else { throw problem(.badSignature) }
 

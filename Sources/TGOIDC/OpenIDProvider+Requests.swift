@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import TGHTTPClient
+import TGHTTPServer
 
 /// The provider's responses are small; anything larger is refused rather than buffered.
 private let maxResponseSize = 256 * 1024
@@ -39,7 +40,7 @@ extension OpenIDProvider {
             if let postLogoutRedirectURI { parameters.append(("post_logout_redirect_uri", postLogoutRedirectURI)) }
             if let state { parameters.append(("state", state)) }
         }
-        return FormURLCoding.url(endpoint, adding: parameters)
+        return FormURLEncoding.url(endpoint, adding: parameters)
     }
 
     /// Claims from the UserInfo endpoint, for claims missing from the ID token. The answer's
@@ -89,7 +90,7 @@ extension OpenIDProvider {
                 headers: &request.headerFields
             )
         }
-        let response = try await send(request, body: Array(FormURLCoding.encode(form).utf8))
+        let response = try await send(request, body: Array(FormURLEncoding.encode(form).utf8))
         return (response.head.status.code, response.body, response.head.headerFields[.retryAfter])
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import TGCrypto
 public import TGHTTPClient
+import TGHTTPServer
 
 /// TokenGate as the confidential client of one identity provider: authorization requests,
 /// code redemption with ID-token validation, refresh, revocation, logout URLs and UserInfo.
@@ -82,7 +83,7 @@ public final class OpenIDProvider: Sendable {
         if let hint = options.domainHint { parameters.append(("domain_hint", hint)) }
         let taken = Set(parameters.map(\.name))
         parameters += configuration.extraAuthorizationParameters.filter { !taken.contains($0.name) }
-        return AuthorizationRequest(url: FormURLCoding.url(metadata.authorizationEndpoint, adding: parameters), pending: pending)
+        return AuthorizationRequest(url: FormURLEncoding.url(metadata.authorizationEndpoint, adding: parameters), pending: pending)
     }
 
     /// Redeems the authorization code of a callback. `callbackIssuer` is the callback's `iss`

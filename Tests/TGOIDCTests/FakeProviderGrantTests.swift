@@ -97,6 +97,25 @@ import Testing
         await fixture.stop()
     }
 
+    @Test func triesAFailingJWKSOnlyOncePerIntervalWhateverTheTokensClaim() async throws {
+        let fixture = try FakeProviderFixture.start()
+        _ = try await fixture.logIn()
+        fixture.fake.configure { $0.jwksFailure = .status(503) }
+        try fixture.fake.rotateKeys()
+        fixture.fake.advanceClock(by: .seconds(120))
+        // Every login now names a kid the cache lacks while the JWKS is down: one attempt only.
+        for _ in 0..<4 {
+            #expect(await oidcError { _ = try await fixture.logIn() } != nil)
+        }
+        #expect(fixture.fake.jwksFetchCount == 2)
+        // The provider recovers; after the interval the rotated key is fetched and used.
+        fixture.fake.configure { $0.jwksFailure = nil }
+        fixture.fake.advanceClock(by: .seconds(61))
+        #expect(try await fixture.logIn().idToken?.subject == "alice")
+        #expect(fixture.fake.jwksFetchCount == 3)
+        await fixture.stop()
+    }
+
     @Test func cachesDiscoveryAndKeepsServingItWhenARefreshFails() async throws {
         let fixture = try FakeProviderFixture.start()
         _ = try await fixture.logIn()
@@ -136,7 +155,6 @@ import Testing
         #expect(!fixture.fake.isRefreshTokenActive(token))
         #expect(await oidcError { _ = try await fixture.provider.refresh(token) }?.classification == .fatal)
         // A provider without a revocation endpoint: nothing to call, the caller forgets the token.
-        fixture.fake.removeDiscoveryMember("revocation_endpoint")
         let plain = try FakeProviderFixture.start()
         plain.fake.removeDiscoveryMember("revocation_endpoint")
         #expect(try await plain.provider.revoke(refreshToken: "whatever") == false)
@@ -156,7 +174,6 @@ import Testing
         #expect(parameters["post_logout_redirect_uri"] == "com.example.app:/signed-out")
         #expect(parameters["client_id"] == FakeProviderFixture.clientID)
         #expect(parameters["state"] == "xyz")
-        fixture.fake.removeDiscoveryMember("end_session_endpoint")
         let without = try FakeProviderFixture.start()
         without.fake.removeDiscoveryMember("end_session_endpoint")
         #expect(try await without.provider.endSessionURL(idTokenHint: nil, postLogoutRedirectURI: nil) == nil)

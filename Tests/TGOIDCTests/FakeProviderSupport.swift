@@ -61,6 +61,26 @@ struct FakeProviderFixture {
     }
 }
 
+/// One plain-http-to-loopback client for tests that need no fixture of their own.
+let loopbackClient: HTTPClient = {
+    var settings = HTTPClient.Configuration()
+    settings.allowPlainHTTPToLoopbackForTesting = true
+    return HTTPClient(configuration: settings)
+}()
+
+/// A client of a provider with `profile` (client `client 1`, secret `s`), over ``loopbackClient``.
+func testProvider(_ profile: ProviderProfile, configure: (inout ProviderConfiguration) -> Void = { _ in }) -> OpenIDProvider {
+    var configuration = ProviderConfiguration(
+        name: "p",
+        profile: profile,
+        clientID: "client 1",
+        clientAuthentication: .clientSecretBasic(secret: "s"),
+        redirectURI: "https://gw.example/auth/callback"
+    )
+    configure(&configuration)
+    return OpenIDProvider(configuration: configuration, httpClient: loopbackClient)
+}
+
 /// The error `body` threw, as an ``OIDCError`` (nil when it succeeded).
 func oidcError(_ body: () async throws -> Void) async -> OIDCError? {
     do {

@@ -14,18 +14,6 @@ import Testing
         tokenEndpoint: "https://idp.example/token"
     )
 
-    func provider(_ profile: ProviderProfile, configure: (inout ProviderConfiguration) -> Void = { _ in }) -> OpenIDProvider {
-        var configuration = ProviderConfiguration(
-            name: "p",
-            profile: profile,
-            clientID: "client 1",
-            clientAuthentication: .clientSecretBasic(secret: "s"),
-            redirectURI: "https://gw.example/auth/callback"
-        )
-        configure(&configuration)
-        return OpenIDProvider(configuration: configuration, httpClient: HTTPClient())
-    }
-
     func query(_ url: String) -> [String: String] {
         var result: [String: String] = [:]
         for pair in (url.split(separator: "?", maxSplits: 1).last ?? "").split(separator: "&") {
@@ -86,7 +74,7 @@ import Testing
     }
 
     @Test func buildsAnAuthorizationRequestWithStateNonceAndAnS256Challenge() async throws {
-        let request = try await provider(.oauth2(Self.metadata)).authorizationRequest(
+        let request = try await testProvider(.oauth2(Self.metadata)).authorizationRequest(
             AuthorizationOptions(extraScopes: ["api://app/read"], prompt: "select_account", loginHint: "a@b.example", domainHint: "b.example")
         )
         #expect(request.url.hasPrefix("https://idp.example/authorize?tenant=a&"))
@@ -118,7 +106,7 @@ import Testing
     }
 
     @Test func neverLetsConfiguredExtraParametersReplaceTheProtocolsOwn() async throws {
-        let request = try await provider(.oauth2(Self.metadata)) {
+        let request = try await testProvider(.oauth2(Self.metadata)) {
             $0.extraAuthorizationParameters = [("state", "fixed"), ("code_challenge_method", "plain"), ("resource", "https://api.example")]
             $0.responseMode = .formPost
         }.authorizationRequest()
@@ -130,14 +118,14 @@ import Testing
     }
 
     @Test func refusesPromptValuesAndScopesThatWouldBreakTheRequest() async {
-        let oauth = provider(.oauth2(Self.metadata))
+        let oauth = testProvider(.oauth2(Self.metadata))
         await #expect(throws: OIDCError.self) { _ = try await oauth.authorizationRequest(AuthorizationOptions(prompt: "consent&x=1")) }
         await #expect(throws: OIDCError.self) { _ = try await oauth.authorizationRequest(AuthorizationOptions(extraScopes: ["a b"])) }
         await #expect(throws: OIDCError.self) { _ = try await oauth.authorizationRequest(AuthorizationOptions(policy: "B2C_1_x")) }
     }
 
     @Test func givesEveryLoginFreshRandomValues() async throws {
-        let oauth = provider(.oauth2(Self.metadata))
+        let oauth = testProvider(.oauth2(Self.metadata))
         var seen: Set<String> = []
         for _ in 0..<20 {
             let pending = try await oauth.authorizationRequest().pending

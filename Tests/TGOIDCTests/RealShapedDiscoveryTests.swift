@@ -38,19 +38,6 @@ import Testing
         }
     }
 
-    func provider(_ profile: ProviderProfile) -> OpenIDProvider {
-        var settings = HTTPClient.Configuration()
-        settings.allowPlainHTTPToLoopbackForTesting = true
-        let configuration = ProviderConfiguration(
-            name: "p",
-            profile: profile,
-            clientID: "client",
-            clientAuthentication: .clientSecretBasic(secret: "s"),
-            redirectURI: "https://gw.example/auth/callback"
-        )
-        return OpenIDProvider(configuration: configuration, httpClient: HTTPClient(configuration: settings))
-    }
-
     @Test func readsEntrasMultiTenantConsumerAndTenantDocuments() async throws {
         let tenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
         let server = try DocumentServer { base in
@@ -61,21 +48,21 @@ import Testing
                 "/\(tenant)/v2.0/.well-known/openid-configuration": ProviderDiscoveryFixtures.entraTenant(base: base, tenantID: tenant),
             ]
         }
-        let common = try await provider(.entra(tenant: "common", authority: server.base)).metadata()
+        let common = try await testProvider(.entra(tenant: "common", authority: server.base)).metadata()
         #expect(common.issuer == "\(server.base)/{tenantid}/v2.0")
         #expect(common.authorizationEndpoint == "\(server.base)/common/oauth2/v2.0/authorize")
         #expect(common.revocationEndpoint == nil)
         #expect(common.endSessionEndpoint != nil)
-        #expect(try await provider(.entra(tenant: "organizations", authority: server.base)).metadata().issuer.contains("{tenantid}"))
-        let consumers = try await provider(.entra(tenant: "consumers", authority: server.base)).metadata()
+        #expect(try await testProvider(.entra(tenant: "organizations", authority: server.base)).metadata().issuer.contains("{tenantid}"))
+        let consumers = try await testProvider(.entra(tenant: "consumers", authority: server.base)).metadata()
         #expect(consumers.issuer == "\(server.base)/9188040d-6c67-4c5b-b112-36a304b66dad/v2.0")
-        let single = try await provider(.entra(tenant: tenant, authority: server.base)).metadata()
+        let single = try await testProvider(.entra(tenant: tenant, authority: server.base)).metadata()
         #expect(single.issuer == "\(server.base)/\(tenant)/v2.0")
         // The same documents under another authority than configured are refused.
         let elsewhere = try DocumentServer { base in
             ["/common/v2.0/.well-known/openid-configuration": ProviderDiscoveryFixtures.entraCommon(base: "https://login.microsoftonline.com")]
         }
-        #expect(await oidcError { _ = try await provider(.entra(tenant: "common", authority: elsewhere.base)).metadata() } != nil)
+        #expect(await oidcError { _ = try await testProvider(.entra(tenant: "common", authority: elsewhere.base)).metadata() } != nil)
         await elsewhere.stop()
         await server.stop()
     }
@@ -89,7 +76,7 @@ import Testing
                     ProviderDiscoveryFixtures.azureADB2CPasswordReset(base: base, tenant: "contoso"),
             ]
         }
-        let b2c = provider(
+        let b2c = testProvider(
             .azureADB2C(host: server.base, tenantDomain: "contoso.onmicrosoft.com", policies: ["B2C_1_signupsignin", "B2C_1_passwordreset"])
         )
         let signIn = try await b2c.metadata(policy: "B2C_1_signupsignin")
@@ -109,7 +96,7 @@ import Testing
         let server = try DocumentServer { base in
             ["/us-east-1_4OqDoWVrZ/.well-known/openid-configuration": ProviderDiscoveryFixtures.cognito(issuerBase: base, domainBase: base + "/ui")]
         }
-        let cognito = provider(.cognito(issuer: "\(server.base)/us-east-1_4OqDoWVrZ", domain: "\(server.base)/ui"))
+        let cognito = testProvider(.cognito(issuer: "\(server.base)/us-east-1_4OqDoWVrZ", domain: "\(server.base)/ui"))
         let metadata = try await cognito.metadata()
         #expect(metadata.tokenEndpoint == "\(server.base)/ui/oauth2/token")
         #expect(metadata.revocationEndpoint == "\(server.base)/ui/oauth2/revoke")
@@ -124,13 +111,13 @@ import Testing
                 "/yconnect/v2/.well-known/openid-configuration": ProviderDiscoveryFixtures.yahooJapan(base: base),
             ]
         }
-        let google = try await provider(.google(issuer: server.base)).authorizationRequest()
+        let google = try await testProvider(.google(issuer: server.base)).authorizationRequest()
         let googleQuery = FakeIdentityProvider.queryParameters(of: google.url)
         #expect(googleQuery["access_type"] == "offline")
         #expect(googleQuery["prompt"] == "consent")
         #expect(googleQuery["scope"] == "openid profile email")
-        #expect(try await provider(.google(issuer: server.base)).metadata().revocationEndpoint != nil)
-        let yahoo = try await provider(.yahooJapan(issuer: "\(server.base)/yconnect/v2")).authorizationRequest()
+        #expect(try await testProvider(.google(issuer: server.base)).metadata().revocationEndpoint != nil)
+        let yahoo = try await testProvider(.yahooJapan(issuer: "\(server.base)/yconnect/v2")).authorizationRequest()
         let yahooQuery = FakeIdentityProvider.queryParameters(of: yahoo.url)
         #expect(yahooQuery["nonce"] == yahoo.pending.nonce)
         #expect(yahoo.url.hasPrefix("\(server.base)/yconnect/v2/authorization?"))

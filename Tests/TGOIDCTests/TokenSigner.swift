@@ -72,7 +72,7 @@ struct TokenSigner: Sendable {
     func validate(_ token: String, _ expectations: IDTokenExpectations) async throws(OIDCError) -> IDToken {
         let keys = self.keys
         return try await IDTokenValidator.validate(token, expecting: expectations) { (keyID: String?) throws(OIDCError) in
-            keyID.map { id in keys.filter { $0.keyID == id } } ?? keys
+            keys.filter { keyID == nil || $0.keyID == keyID }.compactMap { try? PublicKey(jwk: $0) }
         }
     }
 }
