@@ -89,11 +89,21 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        .target(
+            name: "TGAuth",
+            dependencies: [
+                // TGHTTPServer only for its form encoding (the app's redirect query).
+                "TGOIDC", "TGPostgres", "TGCrypto", "TGHTTPServer",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // Layer 4: routes, middleware, configuration; the executable is CLI only.
         .target(
             name: "TGApp",
             dependencies: [
-                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto", "TGOIDC",
+                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto", "TGOIDC", "TGAuth",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),

@@ -4,7 +4,8 @@ public import TGPostgres
 /// Add a file there and a line here; a test checks that the two agree.
 public enum SchemaMigrations {
     public static let all: [Migration] = [
-        migration(1, "initial", PackageResources._001_initial_sql)
+        migration(1, "initial", PackageResources._001_initial_sql),
+        migration(2, "auth_flow", PackageResources._002_auth_flow_sql),
     ]
 
     private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {

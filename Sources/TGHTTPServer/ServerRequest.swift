@@ -93,6 +93,12 @@ public enum FormURLEncoding {
         return result
     }
 
+    /// `url` with `pairs` appended to its query (its own query kept).
+    public static func url(_ url: String, adding pairs: [(name: String, value: String)]) -> String {
+        guard !pairs.isEmpty else { return url }
+        return url + (url.contains("?") ? "&" : "?") + encode(pairs)
+    }
+
     /// Encodes pairs as `application/x-www-form-urlencoded`.
     public static func encode(_ pairs: [(name: String, value: String)]) -> String {
         pairs.map { "\(escape($0.name))=\(escape($0.value))" }.joined(separator: "&")

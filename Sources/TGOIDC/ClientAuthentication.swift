@@ -56,11 +56,3 @@ public enum ClientAuthentication: Sendable, CustomStringConvertible {
         }
     }
 }
-
-extension FormURLEncoding {
-    /// `url` with `pairs` appended to its query.
-    static func url(_ url: String, adding pairs: [(name: String, value: String)]) -> String {
-        guard !pairs.isEmpty else { return url }
-        return url + (url.contains("?") ? "&" : "?") + encode(pairs)
-    }
-}

@@ -1,0 +1,55 @@
+/// An error of the token endpoint, answered as RFC 6749 §5.2 JSON.
+public struct OAuthError: Error, Sendable, Equatable {
+    public enum Code: String, Sendable {
+        case invalidRequest = "invalid_request"
+        case invalidClient = "invalid_client"
+        case invalidGrant = "invalid_grant"
+        case unauthorizedClient = "unauthorized_client"
+        case unsupportedGrantType = "unsupported_grant_type"
+        case invalidScope = "invalid_scope"
+        case temporarilyUnavailable = "temporarily_unavailable"
+    }
+
+    public var code: Code
+    /// Says what to do; never carries a token, a provider body or a database message.
+    public var description: String
+    public var retryAfter: Int?
+
+    public init(_ code: Code, _ description: String, retryAfter: Int? = nil) {
+        self.code = code
+        self.description = description
+        self.retryAfter = retryAfter
+    }
+}
+
+/// An error of the other auth endpoints, answered as problem+json with a stable `code`.
+public struct AuthProblem: Error, Sendable, Equatable {
+    public enum Code: String, Sendable, CaseIterable {
+        /// A parameter is missing or malformed (400).
+        case invalidRequest = "invalid_request"
+        /// `client_id` names no registered app (400, never a redirect).
+        case unknownClient = "unknown_client"
+        /// `redirect_uri` is not one of the app's registered URIs (400, never a redirect).
+        case redirectURINotRegistered = "redirect_uri_not_registered"
+        /// `provider` names no provider this app may use (400).
+        case unknownProvider = "unknown_provider"
+        /// The callback's `state` is unknown, used or expired (400): start the login again.
+        case loginExpired = "login_expired"
+        /// No valid TokenGate access token (401): refresh it or log in.
+        case invalidToken = "invalid_token"
+        /// The account is not one of this device's (404).
+        case accountNotFound = "account_not_found"
+        /// The identity provider cannot be reached or failed (503, Retry-After).
+        case idpUnavailable = "idp_unavailable"
+    }
+
+    public var code: Code
+    public var detail: String
+    public var retryAfter: Int?
+
+    public init(_ code: Code, _ detail: String, retryAfter: Int? = nil) {
+        self.code = code
+        self.detail = detail
+        self.retryAfter = retryAfter
+    }
+}

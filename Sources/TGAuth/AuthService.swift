@@ -1,0 +1,38 @@
+public import Logging
+public import TGOIDC
+public import TGPostgres
+
+/// The mobile auth flow over PostgreSQL: logins, handoff codes, devices, sessions, accounts and
+/// their upstream grants. One per process, shared by all requests; every method is safe to call
+/// from any number of requests and instances at once (the database arbitrates).
+public struct AuthService: Sendable {
+    public let database: PostgresClient
+    public let vault: TokenVault
+    public let providers: [String: OpenIDProvider]
+    public let clients: [String: AppClient]
+    public let settings: AuthSettings
+    public let clock: AuthClock
+    public let logger: Logger
+    /// TokenGate's own issuer identifier (its public base URL), sent as `iss` to the app.
+    public let issuer: String
+
+    public init(
+        database: PostgresClient,
+        vault: TokenVault,
+        providers: [OpenIDProvider],
+        clients: [AppClient],
+        settings: AuthSettings = AuthSettings(),
+        issuer: String,
+        clock: AuthClock = .system,
+        logger: Logger
+    ) {
+        self.database = database
+        self.vault = vault
+        self.providers = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        self.clients = Dictionary(clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first })
+        self.settings = settings
+        self.issuer = issuer
+        self.clock = clock
+        self.logger = logger
+    }
+}

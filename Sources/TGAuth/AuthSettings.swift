@@ -1,0 +1,28 @@
+public import Foundation
+
+/// Lifetimes and limits of TokenGate's own credentials.
+public struct AuthSettings: Sendable {
+    public var accessTokenTTL: TimeInterval = 900
+    /// A session unused this long ends; every refresh pushes it forward.
+    public var sessionIdleTTL: TimeInterval = 30 * 86400
+    /// A session ends this long after its login, however much it is used.
+    public var sessionAbsoluteTTL: TimeInterval = 90 * 86400
+    public var handoffCodeTTL: TimeInterval = 60
+    public var pendingLoginTTL: TimeInterval = 600
+    /// How long the previous refresh token of a session still gets the same answer (a retry after
+    /// a lost response); after it, presenting it is reuse and ends the whole family.
+    public var refreshReplayGrace: TimeInterval = 30
+    /// The most rows one sweep or key-rotation statement touches.
+    public var batchSize = 500
+
+    public init() {}
+}
+
+/// Where TokenGate reads the time: the system clock, or a test's.
+public struct AuthClock: Sendable {
+    public var now: @Sendable () -> Date
+
+    public init(now: @escaping @Sendable () -> Date) { self.now = now }
+
+    public static let system = AuthClock { Date() }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import Logging
+import TGCrypto
+import TGOIDC
+import TGPostgres
+
+/// The app's `grant_type=authorization_code` request (RFC 6749 §4.1.3, RFC 7636 §4.5).
+public struct HandoffRedemption: Sendable {
+    public var code: String
+    public var codeVerifier: String
+    public var redirectURI: String
+    public var clientID: String
+    /// The device's secret from an earlier answer: adds this account to that device.
+    public var deviceSecret: String?
+
+    public init(code: String, codeVerifier: String, redirectURI: String, clientID: String, deviceSecret: String? = nil) {
+        self.code = code
+        self.codeVerifier = codeVerifier
+        self.redirectURI = redirectURI
+        self.clientID = clientID
+        self.deviceSecret = deviceSecret
+    }
+}
+
+extension AuthService {
+    /// Redeems a handoff code for TokenGate tokens: once, by the client and redirect URI it was
+    /// issued to, with the verifier of the app's challenge. Presenting a used code again ends the
+    /// session it started (RFC 6749 §4.1.2).
+    public func redeemHandoff(_ request: HandoffRedemption) async throws -> IssuedTokens {
+        guard clients[request.clientID] != nil else {
+            throw OAuthError(.invalidClient, "client_id names no registered app.")
+        }
+        guard let codeHash = OpaqueToken.hashIfWellFormed(request.code) else {
+            throw OAuthError(.invalidGrant, "The code is unknown, expired or already used. Log in again.")
+        }
+        guard Syntax.isCodeVerifier(request.codeVerifier) else {
+            throw OAuthError(.invalidRequest, "code_verifier must be 43 to 128 unreserved characters (RFC 7636).")
+        }
+        var deviceHash: PostgresBytes?
+        if let secret = request.deviceSecret {
+            guard let hash = OpaqueToken.hashIfWellFormed(secret) else {
+                throw OAuthError(.invalidGrant, "device_secret is not valid for this app.")
+            }
+            deviceHash = hash
+        }
+        let now = clock.now()
+        let outcome = try await database.withTransaction { connection in
+            try await redeem(request, codeHash: codeHash, deviceHash: deviceHash, now: now, on: connection)
+        }
+        switch outcome {
+        case .issued(let tokens, let orphans):
+            await removeAccountsWithoutSessions(orphans)
+            return tokens
+        case .refused(let error, let orphans):
+            await removeAccountsWithoutSessions(orphans)
+            throw error
+        }
+    }
+
+    enum RedemptionOutcome {
+        case issued(IssuedTokens, orphans: [UUID])
+        /// Refused, with what was changed (a burnt code, an ended session) still committed, and
+        /// the accounts whose sessions ended.
+        case refused(OAuthError, orphans: [UUID] = [])
+    }
+
+    private func redeem(
+        _ request: HandoffRedemption,
+        codeHash: PostgresBytes,
+        deviceHash: PostgresBytes?,
+        now: Date,
+        on connection: PostgresConnection
+    ) async throws -> RedemptionOutcome {
+        let unknown = OAuthError(.invalidGrant, "The code is unknown, expired or already used. Log in again.")
+        let rows = try await connection.query(
+            """
+            SELECT account_id, client_id, redirect_uri, code_challenge, expires_at, redeemed_at, session_id
+            FROM handoff_codes WHERE code_hash = \(codeHash) FOR UPDATE
+            """
+        )
+        guard let row = rows.first else { return .refused(unknown) }
+        if try row.decode(Date?.self, "redeemed_at") != nil {
+            var orphans: [UUID] = []
+            if let session = try row.decode(UUID?.self, "session_id") {
+                let ended = try await connection.query("DELETE FROM sessions WHERE id = \(session) RETURNING account_id")
+                orphans = try ended.rows.map { try $0.decode(UUID.self, "account_id") }
+            }
+            logger.warning("handoff code presented twice: its session was ended", metadata: ["client_id": .string(request.clientID)])
+            return .refused(unknown, orphans: orphans)
+        }
+        // From here on the code is spent, whatever the outcome.
+        let burn: PostgresQuery = "DELETE FROM handoff_codes WHERE code_hash = \(codeHash)"
+        guard try row.decode(Date.self, "expires_at") > now,
+            try row.decode(String.self, "client_id") == request.clientID,
+            try row.decode(String.self, "redirect_uri") == request.redirectURI
+        else {
+            try await connection.query(burn)
+            return .refused(unknown)
+        }
+        let challenge = Array(try row.decode(String.self, "code_challenge").utf8)
+        guard Digest.constantTimeEqual(Array(PKCE.challenge(for: request.codeVerifier).utf8), challenge) else {
+            try await connection.query(burn)
+            return .refused(OAuthError(.invalidGrant, "code_verifier does not match the code_challenge of the login."))
+        }
+        let accountID = try row.decode(UUID.self, "account_id")
+        let accountRows = try await connection.query(
+            """
+            SELECT id, provider, issuer, subject, tenant, claims::text AS claims FROM accounts
+            WHERE id = \(accountID) AND state = 'active'
+            """
+        )
+        guard let accountRow = accountRows.first else {
+            try await connection.query(burn)
+            return .refused(unknown)
+        }
+        let account = try AccountSummary(row: accountRow)
+        // The device: the one the secret names (this app's only), or a new one.
+        var newDeviceSecret: OpaqueToken?
+        let device: UUID
+        if let deviceHash {
+            let devices = try await connection.query(
+                """
+                UPDATE devices SET last_seen_at = \(now) WHERE secret_hash = \(deviceHash) AND client_id = \(request.clientID)
+                RETURNING id
+                """
+            )
+            guard let found = devices.first else {
+                try await connection.query(burn)
+                return .refused(OAuthError(.invalidGrant, "device_secret is not valid for this app."))
+            }
+            device = try found.decode(UUID.self, "id")
+        } else {
+            let secret = OpaqueToken.mint()
+            let created = try await connection.query(
+                """
+                INSERT INTO devices (secret_hash, client_id, created_at, last_seen_at)
+                VALUES (\(secret.hash), \(request.clientID), \(now), \(now)) RETURNING id
+                """
+            )
+            device = try created.first!.decode(UUID.self, "id")
+            newDeviceSecret = secret
+        }
+        let orphans = try await clearStaleSessions(device: device, now: now, on: connection)
+        let access = OpaqueToken.mint()
+        let refresh = OpaqueToken.mint()
+        let sessions = try await connection.query(
+            """
+            INSERT INTO sessions (device_id, account_id, client_id, access_token_hash, access_expires_at, refresh_token_hash,
+              expires_at, absolute_expires_at, created_at, last_used_at)
+            VALUES (\(device), \(accountID), \(request.clientID), \(access.hash), \(now.addingTimeInterval(settings.accessTokenTTL)),
+              \(refresh.hash), \(now.addingTimeInterval(settings.sessionIdleTTL)),
+              \(now.addingTimeInterval(settings.sessionAbsoluteTTL)), \(now), \(now))
+            ON CONFLICT (device_id, account_id) DO UPDATE SET client_id = EXCLUDED.client_id, family_id = gen_random_uuid(),
+              access_token_hash = EXCLUDED.access_token_hash, access_expires_at = EXCLUDED.access_expires_at,
+              refresh_token_hash = EXCLUDED.refresh_token_hash, previous_refresh_token_hash = NULL, rotated_at = NULL,
+              replay_response = NULL, expires_at = EXCLUDED.expires_at, absolute_expires_at = EXCLUDED.absolute_expires_at,
+              created_at = EXCLUDED.created_at, last_used_at = EXCLUDED.last_used_at
+            RETURNING id
+            """
+        )
+        let session = try sessions.first!.decode(UUID.self, "id")
+        try await connection.query(
+            "UPDATE handoff_codes SET redeemed_at = \(now), session_id = \(session) WHERE code_hash = \(codeHash)"
+        )
+        try await connection.query("UPDATE accounts SET last_used_at = \(now) WHERE id = \(accountID)")
+        let tokens = IssuedTokens(
+            accessToken: access.value,
+            expiresIn: Int(settings.accessTokenTTL),
+            refreshToken: refresh.value,
+            account: account,
+            deviceSecret: newDeviceSecret?.value
+        )
+        return .issued(tokens, orphans: orphans.filter { $0 != accountID })
+    }
+
+    /// Ends the device's sessions that expired or whose account went stale; returns the accounts
+    /// they belonged to (to be removed if no other session holds them).
+    func clearStaleSessions(device: UUID, now: Date, on connection: PostgresConnection) async throws -> [UUID] {
+        let rows = try await connection.query(
+            """
+            DELETE FROM sessions s USING accounts a
+            WHERE s.device_id = \(device) AND a.id = s.account_id
+              AND (s.expires_at <= \(now) OR s.absolute_expires_at <= \(now) OR a.state = 'stale')
+            RETURNING s.account_id
+            """
+        )
+        return try rows.rows.map { try $0.decode(UUID.self, "account_id") }
+    }
+}

@@ -1,0 +1,66 @@
+public import Foundation
+public import TGCrypto
+public import TGPostgres
+
+/// TokenGate's own opaque credentials (access and refresh tokens, handoff codes, device secrets):
+/// 256 random bits, base64url, stored only as their SHA-256.
+public struct OpaqueToken: Sendable {
+    public let value: String
+
+    /// A fresh random token.
+    public static func mint() -> OpaqueToken { OpaqueToken(value: SecureRandom.token(byteCount: 32)) }
+
+    /// The stored form of `value`.
+    public var hash: PostgresBytes { Self.hash(value) }
+
+    /// The stored form of a presented token, or nil for one that cannot be TokenGate's (empty,
+    /// too long or not base64url), so that garbage never reaches a query.
+    public static func hashIfWellFormed(_ presented: String) -> PostgresBytes? {
+        let bytes = presented.utf8
+        guard (16...128).contains(bytes.count),
+            bytes.allSatisfy({
+                (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || $0 == 0x2D
+                    || $0 == 0x5F
+            })
+        else { return nil }
+        return hash(presented)
+    }
+
+    static func hash(_ value: String) -> PostgresBytes { PostgresBytes(Digest.sha256(Array(value.utf8))) }
+}
+
+/// Secrets at rest: AES-256-GCM blobs that name their key (``KeyRing``), each bound to the row it
+/// belongs to by associated data, so a blob copied into another row does not open.
+public struct TokenVault: Sendable {
+    public let keyRing: KeyRing
+
+    public init(keyRing: KeyRing) { self.keyRing = keyRing }
+
+    public var currentKeyID: String { keyRing.currentKeyID }
+
+    /// `plaintext` sealed under the current key, bound to `context` (e.g. `grant:<account id>`).
+    public func seal(_ plaintext: String, context: String) throws(CryptoError) -> PostgresBytes {
+        PostgresBytes(try keyRing.seal(Array(plaintext.utf8), associatedData: Array(context.utf8)))
+    }
+
+    public func open(_ blob: PostgresBytes, context: String) throws(CryptoError) -> String {
+        String(decoding: try keyRing.open(blob.bytes, associatedData: Array(context.utf8)), as: UTF8.self)
+    }
+
+    /// The blob sealed again under the current key, or nil when it already is.
+    func reseal(_ blob: PostgresBytes, context: String) throws(CryptoError) -> PostgresBytes? {
+        try keyRing.resealUnderCurrentKey(blob.bytes, associatedData: Array(context.utf8)).map(PostgresBytes.init)
+    }
+
+    enum Context {
+        static func grant(_ account: UUID) -> String { "grant:\(account.uuidString.lowercased())" }
+        static func idToken(_ account: UUID) -> String { "id_token:\(account.uuidString.lowercased())" }
+        static func pendingLogin(_ stateHash: PostgresBytes) -> String {
+            "pending:" + Base64URL.encode(stateHash.bytes)
+        }
+        static func replay(_ session: UUID) -> String { "replay:\(session.uuidString.lowercased())" }
+        static func accessToken(_ account: UUID, scopeKey: String) -> String {
+            "access:\(account.uuidString.lowercased()):\(scopeKey)"
+        }
+    }
+}

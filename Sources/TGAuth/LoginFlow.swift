@@ -1,0 +1,122 @@
+import Foundation
+import Logging
+import TGCrypto
+import TGHTTPServer
+import TGOIDC
+import TGPostgres
+
+extension AuthService {
+    /// Checks the app's request and stores a pending login; returns the provider's authorization
+    /// URL. An unknown client or redirect URI is refused here and never redirected to.
+    public func beginLogin(_ request: LoginRequest) async throws -> String {
+        guard let clientID = request.clientID, let client = clients[clientID] else {
+            throw AuthProblem(.unknownClient, "client_id is missing or names no registered app.")
+        }
+        guard let redirectURI = request.redirectURI, client.allows(redirectURI: redirectURI) else {
+            throw AuthProblem(
+                .redirectURINotRegistered,
+                "redirect_uri is missing or not one of this app's registered redirect URIs (compared exactly)."
+            )
+        }
+        guard request.responseType == "code" else {
+            throw AuthProblem(.invalidRequest, "response_type must be code.")
+        }
+        guard let state = request.state, Syntax.isVisibleASCII(state, limit: 1024) else {
+            throw AuthProblem(.invalidRequest, "state is required: 1 to 1024 visible ASCII characters.")
+        }
+        guard request.codeChallengeMethod == "S256", let challenge = request.codeChallenge, Syntax.isS256Challenge(challenge)
+        else {
+            throw AuthProblem(
+                .invalidRequest,
+                "code_challenge (43 base64url characters) with code_challenge_method=S256 is required (RFC 7636)."
+            )
+        }
+        let provider = try chooseProvider(request.provider, for: client)
+        let options = try loginOptions(request)
+        let authorization: AuthorizationRequest
+        do {
+            authorization = try await provider.authorizationRequest(options)
+        } catch {
+            if request.policy != nil, case .misconfigured = error.kind {
+                throw AuthProblem(.invalidRequest, "policy names no policy of this provider.")
+            }
+            throw Self.problem(error)
+        }
+        let pending = authorization.pending
+        let now = clock.now()
+        let stateHash = OpaqueToken.hash(pending.state)
+        let verifier = try vault.seal(pending.codeVerifier, context: TokenVault.Context.pendingLogin(stateHash))
+        try await database.withTransaction { connection in
+            // Expired pending logins go first (a bounded batch), so abandoned logins never pile up.
+            try await connection.query(
+                """
+                DELETE FROM pending_logins WHERE state_hash IN
+                  (SELECT state_hash FROM pending_logins WHERE expires_at <= \(now) LIMIT 100)
+                """
+            )
+            try await connection.query(
+                """
+                INSERT INTO pending_logins (state_hash, client_id, redirect_uri, app_state, code_challenge, provider,
+                  policy, nonce, code_verifier, key_id, issuer, created_at, expires_at)
+                VALUES (\(stateHash), \(clientID), \(redirectURI), \(state), \(challenge), \(provider.name),
+                  \(pending.policy), \(pending.nonce), \(verifier), \(vault.currentKeyID), \(pending.issuer), \(now),
+                  \(now.addingTimeInterval(settings.pendingLoginTTL)))
+                """
+            )
+        }
+        return authorization.url
+    }
+
+    private func chooseProvider(_ name: String?, for client: AppClient) throws(AuthProblem) -> OpenIDProvider {
+        if let name {
+            guard let provider = providers[name], client.allows(provider: name) else {
+                throw AuthProblem(.unknownProvider, "provider names no identity provider this app may use.")
+            }
+            return provider
+        }
+        let usable = providers.keys.filter { client.allows(provider: $0) }.sorted()
+        guard usable.count == 1, let provider = providers[usable[0]] else {
+            throw AuthProblem(
+                .unknownProvider,
+                usable.isEmpty
+                    ? "No identity provider is configured for this app."
+                    : "Several providers are configured: name one with provider= (\(usable.joined(separator: ", ")))."
+            )
+        }
+        return provider
+    }
+
+    private func loginOptions(_ request: LoginRequest) throws(AuthProblem) -> AuthorizationOptions {
+        var options = AuthorizationOptions(policy: request.policy, prompt: request.prompt)
+        if let scope = request.scope {
+            guard Syntax.isVisibleASCII(scope, limit: 1024), !scope.contains("\""), !scope.contains("\\") else {
+                throw AuthProblem(.invalidRequest, "scope must be space-separated scope tokens (at most 1024 characters).")
+            }
+            options.extraScopes = scope.split(separator: " ").map(String.init)
+        }
+        for (name, hint) in [("login_hint", request.loginHint), ("domain_hint", request.domainHint)] {
+            guard let hint else { continue }
+            guard !hint.isEmpty, hint.utf8.count <= 256, !hint.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else { throw AuthProblem(.invalidRequest, "\(name) must be 1 to 256 characters without control characters.") }
+        }
+        options.loginHint = request.loginHint
+        options.domainHint = request.domainHint
+        return options
+    }
+
+    /// The problem an OIDC failure before the redirect stands for.
+    static func problem(_ error: OIDCError) -> AuthProblem {
+        switch error.kind {
+        case .invalidRequest(let message):
+            return AuthProblem(.invalidRequest, message)
+        case .providerUnavailable(let retryAfter):
+            return AuthProblem(
+                .idpUnavailable,
+                "The identity provider cannot be reached; try again shortly.",
+                retryAfter: Int(retryAfter?.components.seconds ?? 30)
+            )
+        default:
+            return AuthProblem(.idpUnavailable, "The identity provider is not usable right now; an operator has been told.", retryAfter: 60)
+        }
+    }
+}

@@ -1,0 +1,88 @@
+public import Foundation
+import Logging
+import TGOIDC
+import TGPostgres
+
+/// Which sessions a logout ends.
+public enum LogoutScope: Sendable, Equatable {
+    /// Every account on the caller's device (the default: clears all cached accounts).
+    case device
+    /// One account of the caller's device.
+    case account(UUID)
+}
+
+/// What a logout did.
+public struct LogoutResult: Sendable, Equatable {
+    public var sessionsEnded: Int
+    public var accountsRemoved: Int
+    /// The provider's RP-initiated logout URL for the caller's account, when it has one.
+    public var endSessionURL: String?
+}
+
+extension AuthService {
+    /// Ends sessions: the device's, or one account's on it; with `everywhere`, those accounts'
+    /// sessions on every device. Accounts no session holds any more are removed and their grants
+    /// revoked at the provider. Works with an expired access token (an app logging out after a
+    /// long sleep) and answers an unknown one with nothing done: repeating it is harmless.
+    public func logout(accessToken: String, scope: LogoutScope = .device, everywhere: Bool = false) async throws -> LogoutResult {
+        guard let context = try await session(accessToken: accessToken, requireValid: false) else {
+            return LogoutResult(sessionsEnded: 0, accountsRemoved: 0, endSessionURL: nil)
+        }
+        let endSession: String?
+        if scope == .device || scope == .account(context.account.id) {
+            endSession = await endSessionURL(for: context.account)
+        } else {
+            endSession = nil
+        }
+        let ended: PostgresRows
+        switch (scope, everywhere) {
+        case (.device, false):
+            ended = try await database.query("DELETE FROM sessions WHERE device_id = \(context.deviceID) RETURNING account_id")
+        case (.account(let account), false):
+            ended = try await database.query(
+                "DELETE FROM sessions WHERE device_id = \(context.deviceID) AND account_id = \(account) RETURNING account_id"
+            )
+        case (.device, true):
+            ended = try await database.query(
+                """
+                DELETE FROM sessions WHERE account_id IN (SELECT account_id FROM sessions WHERE device_id = \(context.deviceID))
+                RETURNING account_id
+                """
+            )
+        case (.account(let account), true):
+            ended = try await database.query(
+                """
+                DELETE FROM sessions WHERE account_id = \(account)
+                  AND EXISTS (SELECT 1 FROM sessions WHERE device_id = \(context.deviceID) AND account_id = \(account))
+                RETURNING account_id
+                """
+            )
+        }
+        let accounts = try ended.rows.map { try $0.decode(UUID.self, "account_id") }
+        let removed = await removeAccountsWithoutSessions(accounts)
+        return LogoutResult(sessionsEnded: ended.count, accountsRemoved: removed, endSessionURL: endSession)
+    }
+
+    /// Removes one account from the caller's device (`DELETE /auth/accounts/{id}`); an account
+    /// that is not on this device is not found, whoever's it is.
+    public func removeAccount(_ account: UUID, context: SessionContext) async throws {
+        let ended = try await database.query(
+            "DELETE FROM sessions WHERE device_id = \(context.deviceID) AND account_id = \(account) RETURNING account_id"
+        )
+        guard !ended.isEmpty else {
+            throw AuthProblem(.accountNotFound, "No account with this id is signed in on this device.")
+        }
+        await removeAccountsWithoutSessions([account])
+    }
+
+    private func endSessionURL(for account: AccountSummary) async -> String? {
+        guard let provider = providers[account.provider] else { return nil }
+        var hint: String?
+        if let rows = try? await database.query("SELECT id_token_hint FROM upstream_grants WHERE account_id = \(account.id)"),
+            let sealed = try? rows.first?.decode(PostgresBytes?.self, "id_token_hint")
+        {
+            hint = try? vault.open(sealed, context: TokenVault.Context.idToken(account.id))
+        }
+        return try? await provider.endSessionURL(idTokenHint: hint, postLogoutRedirectURI: nil)
+    }
+}
