@@ -117,7 +117,7 @@ let package = Package(
         .executableTarget(
             name: "tokengate",
             dependencies: [
-                "TGApp", "TGPostgres",
+                "TGApp", "TGAuth", "TGPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -176,7 +176,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TGAppTests",
-            dependencies: ["TGApp", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGTesting"],
+            dependencies: ["TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGTesting"],
             swiftSettings: strictSettings
         ),
     ]

@@ -1,4 +1,7 @@
+import Foundation
 public import Logging
+public import TGAuth
+import TGCrypto
 public import TGHTTPClient
 public import TGHTTPServer
 public import TGOIDC
@@ -24,11 +27,56 @@ public enum TokenGateApp {
         }
     }
 
+    /// The auth flow over `database` and `providers`, with the configured keys, apps and lifetimes.
+    /// Without configured keys (possible only when no app is registered) a random key is used.
+    public static func makeAuthService(
+        _ configuration: TokenGateConfiguration,
+        database: PostgresClient,
+        providers: [OpenIDProvider],
+        logger: Logger,
+        clock: AuthClock = .system
+    ) throws -> AuthService {
+        let encryption = configuration.encryption
+        var keys: [String: SymmetricKey] = [:]
+        for key in encryption.keys {
+            guard let bytes = ConfigurationValidator.decodeKey(key.secret.value) else { throw CryptoError.invalidKey }
+            keys[key.id] = try SymmetricKey(bytes: bytes)
+        }
+        let ring =
+            keys.isEmpty
+            ? try KeyRing(currentKeyID: "ephemeral", keys: ["ephemeral": .generate()])
+            : try KeyRing(currentKeyID: encryption.currentKeyID ?? "", keys: keys)
+        let sessions = configuration.sessions
+        var settings = AuthSettings()
+        settings.accessTokenTTL = TimeInterval(sessions.accessTokenTTLSeconds)
+        settings.sessionIdleTTL = TimeInterval(sessions.refreshTokenIdleTTLSeconds)
+        settings.sessionAbsoluteTTL = TimeInterval(sessions.refreshTokenAbsoluteTTLSeconds)
+        settings.handoffCodeTTL = TimeInterval(sessions.handoffCodeTTLSeconds)
+        settings.pendingLoginTTL = TimeInterval(sessions.pendingLoginTTLSeconds)
+        settings.refreshReplayGrace = TimeInterval(sessions.refreshReplayGraceSeconds)
+        return AuthService(
+            database: database,
+            vault: TokenVault(keyRing: ring),
+            providers: providers,
+            clients: configuration.clients.map { AppClient(clientID: $0.clientID, redirectURIs: $0.redirectURIs, providers: $0.providers) },
+            settings: settings,
+            issuer: publicBaseURL(configuration),
+            clock: clock,
+            logger: logger
+        )
+    }
+
+    /// The public base URL without a trailing slash: TokenGate's issuer identifier.
+    static func publicBaseURL(_ configuration: TokenGateConfiguration) -> String {
+        configuration.server.publicBaseURL.trimmingSuffix("/")
+    }
+
     /// The routes, bound to their dependencies.
     public static func makeRouter(
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
-        providers: [OpenIDProvider] = []
+        providers: [OpenIDProvider] = [],
+        auth: AuthService? = nil
     ) -> Router {
         var router = Router()
         var checks = [
@@ -42,6 +90,14 @@ public enum TokenGateApp {
         }
         HealthRoutes.add(to: &router, version: tokenGateVersion, checks: checks)
         APIDescriptionRoute.add(to: &router)
+        AuthorizationServerMetadata.add(to: &router, issuer: publicBaseURL(configuration))
+        if let auth {
+            let limits = AuthRoutes.Limits(
+                login: RateLimiter(perMinute: configuration.server.loginRateLimitPerMinute, now: auth.clock.now),
+                token: RateLimiter(perMinute: configuration.server.tokenRateLimitPerMinute, now: auth.clock.now)
+            )
+            AuthRoutes.add(to: &router, service: auth, limits: limits)
+        }
         return router
     }
 
@@ -50,10 +106,11 @@ public enum TokenGateApp {
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
+        auth: AuthService? = nil,
         logger: Logger
     ) -> HTTPServer {
         let application = Application(
-            router: makeRouter(configuration, database: database, providers: providers),
+            router: makeRouter(configuration, database: database, providers: providers, auth: auth),
             logger: logger,
             accessLog: configuration.log.accessLog
         )

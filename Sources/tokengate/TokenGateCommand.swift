@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import TGApp
+import TGAuth
 import TGPostgres
 
 /// `tokengate`: the command line. Exit codes: 0 success, 1 runtime failure (database unreachable,
@@ -12,7 +13,7 @@ struct TokenGateCommand: AsyncParsableCommand {
         commandName: "tokengate",
         abstract: "Backend-for-frontend auth gateway for native mobile apps.",
         version: tokenGateVersion,
-        subcommands: [Serve.self, Migrate.self, CheckConfig.self, Version.self]
+        subcommands: [Serve.self, Migrate.self, Sweep.self, Keys.self, CheckConfig.self, Version.self]
     )
 }
 
@@ -59,7 +60,21 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode(1)
         }
         let providers = try TokenGateApp.makeProviders(configuration)
-        let server = TokenGateApp.makeServer(configuration, database: database, providers: providers, logger: logger)
+        let auth = try TokenGateApp.makeAuthService(configuration, database: database, providers: providers, logger: logger)
+        let server = TokenGateApp.makeServer(configuration, database: database, providers: providers, auth: auth, logger: logger)
+        // The sweeper: every instance tries, one at a time does the work (advisory lock).
+        let interval = Duration.seconds(configuration.sweeper.intervalSeconds)
+        let sweeper = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                do {
+                    _ = try await auth.sweep()
+                } catch {
+                    logger.warning("sweep failed; the next one retries", metadata: ["error_type": "\(type(of: error))"])
+                }
+            }
+        }
+        defer { sweeper.cancel() }
         try await Runtime.serveUntilSignalled(server, logger: logger)
     }
 }

@@ -46,6 +46,14 @@ struct ConfigurationValidator {
         positive(c.sessions.handoffCodeTTLSeconds, "sessions.handoff_code_ttl_seconds")
         positive(c.sessions.pendingLoginTTLSeconds, "sessions.pending_login_ttl_seconds")
         positive(c.sweeper.intervalSeconds, "sweeper.interval_seconds")
+        if c.sessions.refreshReplayGraceSeconds < 0 || c.sessions.refreshReplayGraceSeconds > 300 {
+            problem("sessions.refresh_replay_grace_seconds", "must be between 0 and 300")
+        }
+        if c.server.loginRateLimitPerMinute < 0 { problem("server.login_rate_limit_per_minute", "must be 0 (no limit) or more") }
+        if c.server.tokenRateLimitPerMinute < 0 { problem("server.token_rate_limit_per_minute", "must be 0 (no limit) or more") }
+        if !c.clients.isEmpty, c.encryption.keys.isEmpty {
+            problem("encryption.keys", "are required when clients are registered (refresh tokens are stored encrypted)")
+        }
     }
 
     private mutating func checkServer(_ server: TokenGateConfiguration.Server) {

@@ -45,6 +45,9 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var maxBodyBytes: Int
         public var requestTimeoutSeconds: Int
         public var drainTimeoutSeconds: Int
+        /// Requests per client address and minute to `/auth/login` and `/auth/token` (0: no limit).
+        public var loginRateLimitPerMinute: Int
+        public var tokenRateLimitPerMinute: Int
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case host, port, threads
@@ -56,6 +59,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case maxBodyBytes = "max_body_bytes"
             case requestTimeoutSeconds = "request_timeout_seconds"
             case drainTimeoutSeconds = "drain_timeout_seconds"
+            case loginRateLimitPerMinute = "login_rate_limit_per_minute"
+            case tokenRateLimitPerMinute = "token_rate_limit_per_minute"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -71,6 +76,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
             maxBodyBytes = try c.value(.maxBodyBytes, default: 1 << 20)
             requestTimeoutSeconds = try c.value(.requestTimeoutSeconds, default: 30)
             drainTimeoutSeconds = try c.value(.drainTimeoutSeconds, default: 10)
+            loginRateLimitPerMinute = try c.value(.loginRateLimitPerMinute, default: 60)
+            tokenRateLimitPerMinute = try c.value(.tokenRateLimitPerMinute, default: 120)
         }
     }
 
@@ -299,6 +306,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var refreshTokenAbsoluteTTLSeconds: Int
         public var handoffCodeTTLSeconds: Int
         public var pendingLoginTTLSeconds: Int
+        /// How long a rotated-away refresh token still gets the same answer (a lost response).
+        public var refreshReplayGraceSeconds: Int
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case accessTokenTTLSeconds = "access_token_ttl_seconds"
@@ -306,6 +315,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case refreshTokenAbsoluteTTLSeconds = "refresh_token_absolute_ttl_seconds"
             case handoffCodeTTLSeconds = "handoff_code_ttl_seconds"
             case pendingLoginTTLSeconds = "pending_login_ttl_seconds"
+            case refreshReplayGraceSeconds = "refresh_replay_grace_seconds"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -315,6 +325,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             refreshTokenAbsoluteTTLSeconds = try c.value(.refreshTokenAbsoluteTTLSeconds, default: 90 * 86400)
             handoffCodeTTLSeconds = try c.value(.handoffCodeTTLSeconds, default: 60)
             pendingLoginTTLSeconds = try c.value(.pendingLoginTTLSeconds, default: 600)
+            refreshReplayGraceSeconds = try c.value(.refreshReplayGraceSeconds, default: 30)
         }
     }
 

@@ -1,6 +1,7 @@
 import HTTPTypes
 public import Logging
 public import TGHTTPServer
+import TGPostgres
 
 #if canImport(Glibc)
 import Glibc
@@ -60,6 +61,15 @@ public struct Application: Sendable {
     /// The one catch site: errors that know their answer give it; anything else is a logged 500.
     func answer(_ error: any Error, requestID: String, route: String) -> ServerResponse {
         if let error = error as? any HTTPResponseError { return error.response() }
+        if let error = error as? PostgresError, error.isUnavailable || error.isCancelled {
+            logger.warning("database unavailable", metadata: ["request_id": .string(requestID), "route": .string(route)])
+            return Problem(
+                status: .serviceUnavailable,
+                code: "database_unavailable",
+                detail: "TokenGate's database is unavailable; try again shortly.",
+                headerFields: [.retryAfter: "5"]
+            ).response()
+        }
         logger.error(
             "unhandled error",
             metadata: ["request_id": .string(requestID), "route": .string(route), "error_type": "\(type(of: error))"]

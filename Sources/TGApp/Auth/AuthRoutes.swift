@@ -1,0 +1,152 @@
+import Foundation
+import HTTPTypes
+import TGAuth
+import TGHTTPServer
+
+/// The app-facing auth endpoints (`/auth/*`) over ``AuthService``.
+enum AuthRoutes {
+    struct Limits: Sendable {
+        var login: RateLimiter
+        var token: RateLimiter
+    }
+
+    static func add(to router: inout Router, service: AuthService, limits: Limits) {
+        router.add(
+            .get,
+            "/auth/login",
+            .async { request, info in
+                try admit(limits.login, info)
+                let url = try await service.beginLogin(try LoginRequest(parameters: request.queryItems))
+                if wantsJSON(request) { return json(.ok, ["authorization_url": url]) }
+                return redirect(to: url)
+            }
+        )
+        let callback: Router.Handler = .async { request, _ in
+            let parameters = request.head.method == .post ? try formParameters(request) : request.queryItems
+            return redirect(to: try await service.completeLogin(CallbackParameters(parameters: parameters)))
+        }
+        router.add(.get, "/auth/callback", callback)
+        router.add(.post, "/auth/callback", callback)
+        router.add(
+            .post,
+            "/auth/token",
+            .async { request, info in
+                if let wait = limits.token.admit(info.clientAddress ?? "-") {
+                    var response = OAuthError(.temporarilyUnavailable, "Too many requests; try again later.", retryAfter: wait).response()
+                    response.status = .tooManyRequests
+                    return response
+                }
+                return try await TokenEndpoint.handle(request, service: service)
+            }
+        )
+        router.add(
+            .post,
+            "/auth/logout",
+            .async { request, _ in
+                let token = try bearer(request)
+                var parameters = request.queryItems
+                if !request.body.isEmpty { parameters += try formParameters(request) }
+                var scope = LogoutScope.device
+                if let account = parameters.first(where: { $0.name == "account" })?.value {
+                    scope = .account(try accountID(account))
+                }
+                let everywhere = try flag(parameters.first(where: { $0.name == "everywhere" })?.value, "everywhere")
+                let result = try await service.logout(accessToken: token, scope: scope, everywhere: everywhere)
+                var body: [String: Any] = ["sessions_ended": result.sessionsEnded, "accounts_removed": result.accountsRemoved]
+                if let url = result.endSessionURL { body["end_session_url"] = url }
+                return json(.ok, body)
+            }
+        )
+        router.add(
+            .get,
+            "/auth/me",
+            .async { request, _ in
+                let context = try await service.authenticate(accessToken: try bearer(request))
+                var body = try accountObject(context.account)
+                body["session_expires_at"] = ISO8601DateFormatter().string(from: context.expiresAt)
+                return json(.ok, body)
+            }
+        )
+        router.add(
+            .get,
+            "/auth/accounts",
+            .async { request, _ in
+                let context = try await service.authenticate(accessToken: try bearer(request))
+                let accounts = try await service.deviceAccounts(context).map { entry in
+                    var object = try accountObject(entry.account)
+                    object["current"] = entry.isCurrent
+                    return object
+                }
+                return json(.ok, ["accounts": accounts])
+            }
+        )
+        router.add(
+            .delete,
+            "/auth/accounts/{id}",
+            .async { request, info in
+                let context = try await service.authenticate(accessToken: try bearer(request))
+                try await service.removeAccount(try accountID(info.parameters["id"] ?? ""), context: context)
+                return ServerResponse(status: .noContent, headerFields: [.cacheControl: "no-store"])
+            }
+        )
+    }
+
+    // MARK: - Request reading
+
+    static func admit(_ limiter: RateLimiter, _ info: RequestInfo) throws {
+        if let wait = limiter.admit(info.clientAddress ?? "-") { throw RateLimiter.tooManyRequests(retryAfter: wait) }
+    }
+
+    /// The bearer token of `Authorization` (RFC 6750 §2.1).
+    static func bearer(_ request: ServerRequest) throws -> String {
+        guard let header = request.head.headerFields[.authorization], header.count > 7,
+            header.prefix(7).lowercased() == "bearer "
+        else {
+            throw AuthProblem(.invalidToken, "Send the TokenGate access token as Authorization: Bearer <token>.")
+        }
+        return String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// The body's `application/x-www-form-urlencoded` parameters.
+    static func formParameters(_ request: ServerRequest) throws -> [(name: String, value: String)] {
+        let type = request.head.headerFields[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+        guard type?.lowercased() == "application/x-www-form-urlencoded" else {
+            throw AuthProblem(.invalidRequest, "Send the parameters as application/x-www-form-urlencoded.")
+        }
+        return FormURLEncoding.decode(String(decoding: request.body, as: UTF8.self))
+    }
+
+    static func accountID(_ text: String) throws -> UUID {
+        guard text.utf8.count == 36, let id = UUID(uuidString: text) else {
+            throw AuthProblem(.invalidRequest, "account must be an account id from /auth/accounts.")
+        }
+        return id
+    }
+
+    static func flag(_ value: String?, _ name: String) throws -> Bool {
+        switch value {
+        case nil, "false", "0": return false
+        case "true", "1": return true
+        default: throw AuthProblem(.invalidRequest, "\(name) must be true or false.")
+        }
+    }
+
+    static func wantsJSON(_ request: ServerRequest) -> Bool {
+        request.head.headerFields[.accept]?.lowercased().contains("application/json") == true
+    }
+
+    // MARK: - Answers
+
+    static func redirect(to url: String) -> ServerResponse {
+        ServerResponse(status: .found, headerFields: [.location: url, .cacheControl: "no-store", .referrerPolicy: "no-referrer"])
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ object: [String: Any]) -> ServerResponse {
+        ServerResponse(status: status, contentType: "application/json", body: JSON.encode(object), headerFields: [.cacheControl: "no-store"])
+    }
+
+    static func accountObject(_ account: AccountSummary) throws -> [String: Any] {
+        let data = try JSONEncoder().encode(account)
+        return (try JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import HTTPTypes
+import TGAuth
+import TGHTTPServer
+import TGPostgres
+
+/// `POST /auth/token` (RFC 6749 §3.2): form-encoded in, RFC 6749 §5.1/§5.2 JSON out, never cached.
+enum TokenEndpoint {
+    static func handle(_ request: ServerRequest, service: AuthService) async throws -> ServerResponse {
+        do {
+            let parameters = try parameters(request)
+            func required(_ name: String) throws(OAuthError) -> String {
+                guard let value = parameters[name], !value.isEmpty else { throw OAuthError(.invalidRequest, "\(name) is required.") }
+                return value
+            }
+            let tokens: IssuedTokens
+            switch parameters["grant_type"] {
+            case "authorization_code":
+                tokens = try await service.redeemHandoff(
+                    HandoffRedemption(
+                        code: try required("code"),
+                        codeVerifier: try required("code_verifier"),
+                        redirectURI: try required("redirect_uri"),
+                        clientID: try required("client_id"),
+                        deviceSecret: parameters["device_secret"]
+                    )
+                )
+            case "refresh_token":
+                tokens = try await service.refresh(refreshToken: try required("refresh_token"), clientID: try required("client_id"))
+            case nil:
+                throw OAuthError(.invalidRequest, "grant_type is required.")
+            default:
+                throw OAuthError(.unsupportedGrantType, "grant_type must be authorization_code or refresh_token.")
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return ServerResponse(
+                status: .ok,
+                headerFields: [.contentType: "application/json", .cacheControl: "no-store", .pragma: "no-cache"],
+                body: .bytes(Array(try encoder.encode(tokens)))
+            )
+        } catch let error as PostgresError where error.isUnavailable || error.isCancelled {
+            return OAuthError(.temporarilyUnavailable, "TokenGate's database is unavailable; try again shortly.", retryAfter: 5)
+                .response()
+        }
+    }
+
+    /// The form's parameters; each at most once (RFC 6749 §3.2).
+    static func parameters(_ request: ServerRequest) throws(OAuthError) -> [String: String] {
+        let type = request.head.headerFields[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+        guard type?.lowercased() == "application/x-www-form-urlencoded" else {
+            throw OAuthError(.invalidRequest, "Send the parameters as application/x-www-form-urlencoded.")
+        }
+        var result: [String: String] = [:]
+        for (name, value) in FormURLEncoding.decode(String(decoding: request.body, as: UTF8.self)) {
+            guard result.updateValue(value, forKey: name) == nil else {
+                throw OAuthError(.invalidRequest, "A parameter appears more than once.")
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,71 @@
+import ArgumentParser
+import Foundation
+import TGApp
+import TGAuth
+import TGPostgres
+
+/// Builds the auth service a maintenance command works with (no HTTP server).
+private func withAuthService<T>(_ options: ConfigOption, _ body: (AuthService) async throws -> T) async throws -> T {
+    let configuration = try options.load()
+    let logger = TokenGateApp.makeLogger(configuration)
+    let database = TokenGateApp.makeDatabase(configuration)
+    defer { database.shutdown() }
+    let auth = try TokenGateApp.makeAuthService(
+        configuration,
+        database: database,
+        providers: try TokenGateApp.makeProviders(configuration),
+        logger: logger
+    )
+    do {
+        return try await body(auth)
+    } catch let error as PostgresError {
+        FileHandle.standardError.write(Data("tokengate: \(error.description) (\(error.sqlState?.rawValue ?? "no SQLSTATE"))\n".utf8))
+        throw ExitCode(1)
+    }
+}
+
+struct Sweep: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove what is stale now (expired logins, codes and sessions, rejected or unused accounts), once.",
+        discussion: "`serve` does this on its own every sweeper.interval_seconds; only one sweeper runs at a time across instances."
+    )
+
+    @OptionGroup var options: ConfigOption
+
+    func run() async throws {
+        try await withAuthService(options) { auth in
+            guard let report = try await auth.sweep() else {
+                print("another sweeper holds the lock; nothing done")
+                return
+            }
+            print("removed \(report.description)")
+        }
+    }
+}
+
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Manage the encryption keys of data at rest.",
+        subcommands: [Rotate.self]
+    )
+
+    struct Rotate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Re-encrypt every stored secret under encryption.current_key_id, online, in batches.",
+            discussion: """
+                Add the new key to encryption.keys, make it current_key_id, restart or roll the instances, then run this. \
+                Remove an old key only after this reports remaining=0. Exit code 3: rows were in use; run it again.
+                """
+        )
+
+        @OptionGroup var options: ConfigOption
+
+        func run() async throws {
+            try await withAuthService(options) { auth in
+                let report = try await auth.rotateKeys()
+                print("re-encrypted under \(auth.vault.currentKeyID): \(report.description)")
+                if report.remaining > 0 { throw ExitCode(3) }
+            }
+        }
+    }
+}
