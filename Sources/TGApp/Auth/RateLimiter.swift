@@ -1,5 +1,5 @@
-import HTTPTypes
 import Foundation
+import HTTPTypes
 import TGHTTPServer
 
 /// Requests per client address and minute, as a token bucket per address (a burst of the whole

@@ -1,0 +1,213 @@
+import Foundation
+import Logging
+import TGApp
+import TGAuth
+import TGHTTPClient
+import TGHTTPServer
+import TGOIDC
+import TGPostgres
+import TGTesting
+import Testing
+
+/// A clock a test moves by hand (TokenGate's side only; the fake provider keeps its own).
+final class ManualClock: @unchecked Sendable {
+    // Invariant: `current` is only accessed with `lock` held.
+    private let lock = NSLock()
+    private var current = Date()
+
+    var now: Date { lock.withLock { current } }
+
+    func advance(by seconds: TimeInterval) { lock.withLock { current = current.addingTimeInterval(seconds) } }
+
+    var authClock: AuthClock { AuthClock { [self] in now } }
+}
+
+/// TokenGate serving the auth flow over real sockets, against a fake identity provider and a
+/// database of its own; the app side is played with the system curl.
+struct AuthFlowHarness {
+    static let appClient = "com.example.app"
+    static let appRedirect = "com.example.app:/oauth2redirect"
+    static let otherClient = "org.example.other"
+    static let otherRedirect = "https://other.example/callback"
+
+    let fake: FakeIdentityProvider
+    let server: HTTPServer
+    let auth: AuthService
+    let database: PostgresClient
+    let clock: ManualClock
+    let logs: CapturingLogSink
+    let http: HTTPClient
+    var baseURL: String { server.baseURL }
+
+    /// Runs `body` with a started harness; stops everything afterwards.
+    static func run(
+        extraConfiguration: String = "",
+        settings: FakeIdentityProvider.Settings = FakeIdentityProvider.Settings(),
+        _ body: (AuthFlowHarness) async throws -> Void
+    ) async throws {
+        try await TestDatabase.withFreshDatabase { database, url in
+            _ = try await Migrator(migrations: SchemaMigrations.all).migrate(database)
+            let fake = try FakeIdentityProvider.start(settings: settings)
+            let port = try freeLoopbackPort()
+            fake.registerClient(id: "tokengate", secret: "s3cret", redirectURIs: ["http://127.0.0.1:\(port)/auth/callback"])
+            let text = """
+                server: { host: 127.0.0.1, port: \(port), login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0 }
+                database: { url: "\(url)" }
+                encryption: { current_key_id: k1, keys: [{ id: k1, secret: MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY= }] }
+                clients:
+                  - { client_id: \(appClient), redirect_uris: ["\(appRedirect)"] }
+                  - { client_id: \(otherClient), redirect_uris: ["\(otherRedirect)"] }
+                providers:
+                  - { name: fake, kind: oidc, issuer: "\(fake.issuer)", client_id: tokengate, client_secret: s3cret }
+                \(extraConfiguration)
+                """
+            let configuration = try loadConfiguration(text)
+            var clientSettings = HTTPClient.Configuration()
+            clientSettings.allowPlainHTTPToLoopbackForTesting = true
+            let http = HTTPClient(configuration: clientSettings)
+            let logs = CapturingLogSink()
+            let logger = capturingLogger(logs, level: .debug)
+            let clock = ManualClock()
+            let providers = try TokenGateApp.makeProviders(configuration, httpClient: http)
+            let auth = try TokenGateApp.makeAuthService(
+                configuration,
+                database: database,
+                providers: providers,
+                logger: logger,
+                clock: clock.authClock
+            )
+            let server = TokenGateApp.makeServer(configuration, database: database, providers: providers, auth: auth, logger: logger)
+            try server.start()
+            let harness = AuthFlowHarness(
+                fake: fake,
+                server: server,
+                auth: auth,
+                database: database,
+                clock: clock,
+                logs: logs,
+                http: http
+            )
+            do {
+                try await body(harness)
+            } catch {
+                await server.shutdown()
+                await fake.stop()
+                http.shutdown()
+                throw error
+            }
+            await server.shutdown()
+            await fake.stop()
+            http.shutdown()
+        }
+    }
+
+    static func loadConfiguration(_ text: String) throws -> TokenGateConfiguration {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tg-auth-\(UUID().uuidString).yaml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try ConfigurationLoader.load(path: path, environment: [:])
+    }
+
+    // MARK: - The app's side
+
+    /// What an app keeps between its login request and the token request.
+    struct AppLogin {
+        var verifier = PKCE.makeVerifier()
+        var state = "app-state-\(UUID().uuidString)"
+        var clientID = appClient
+        var redirectURI = appRedirect
+        var challenge: String { PKCE.challenge(for: verifier) }
+
+        var query: [(String, String)] {
+            [
+                ("client_id", clientID), ("redirect_uri", redirectURI), ("response_type", "code"), ("state", state),
+                ("code_challenge", challenge), ("code_challenge_method", "S256"),
+            ]
+        }
+    }
+
+    /// `/auth/login` for `login`, answered as JSON: the provider's authorization URL.
+    func authorizationURL(_ login: AppLogin, extra: [(String, String)] = []) async throws -> String {
+        let result = try await get("/auth/login", query: login.query + extra, headers: ["Accept: application/json"])
+        #expect(result.status == 200, "login: \(result.body)")
+        return try #require(decodeJSON(result.body)["authorization_url"] as? String)
+    }
+
+    /// The browser's part: the provider's login as `user`, then TokenGate's callback; returns
+    /// where TokenGate sent the browser (the app's redirect) with its query parameters.
+    func browserLogin(_ url: String, as user: String = "alice") async throws -> (location: String, parameters: [String: String]) {
+        fake.configure { $0.fakeUser = user }
+        let atProvider = try await fake.followAuthorization(url, using: http)
+        let callback = try #require(atProvider.destination)
+        let result = try await curl(["-i", callback])
+        let location = try #require(result.header("Location"), "callback answered \(result.status ?? 0): \(result.body)")
+        return (location, FakeIdentityProvider.queryParameters(of: location))
+    }
+
+    /// The whole login up to the handoff code.
+    func handoffCode(_ login: AppLogin, as user: String = "alice") async throws -> String {
+        let (_, parameters) = try await browserLogin(try await authorizationURL(login), as: user)
+        #expect(parameters["state"] == login.state)
+        return try #require(parameters["code"], "no code: \(parameters)")
+    }
+
+    /// Logs in as `user` and redeems the code: the token answer.
+    func logIn(as user: String = "alice", deviceSecret: String? = nil, login: AppLogin = AppLogin()) async throws -> [String: Any] {
+        let code = try await handoffCode(login, as: user)
+        var form = [
+            ("grant_type", "authorization_code"), ("code", code), ("code_verifier", login.verifier),
+            ("redirect_uri", login.redirectURI), ("client_id", login.clientID),
+        ]
+        if let deviceSecret { form.append(("device_secret", deviceSecret)) }
+        let result = try await post("/auth/token", form: form)
+        #expect(result.status == 200, "token: \(result.body)")
+        return decodeJSON(result.body)
+    }
+
+    func refresh(_ refreshToken: String, clientID: String = appClient) async throws -> CurlResult {
+        try await post("/auth/token", form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)])
+    }
+
+    // MARK: - HTTP
+
+    func get(_ path: String, query: [(String, String)] = [], bearer: String? = nil, headers: [String] = []) async throws -> CurlResult {
+        var arguments = ["-i", baseURL + path + (query.isEmpty ? "" : "?" + FormURLEncoding.encode(query.map { (name: $0.0, value: $0.1) }))]
+        if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
+        for header in headers { arguments += ["-H", header] }
+        return try await curl(arguments)
+    }
+
+    func post(_ path: String, form: [(String, String)], bearer: String? = nil) async throws -> CurlResult {
+        var arguments = [
+            "-i", "-X", "POST", baseURL + path, "-H", "Content-Type: application/x-www-form-urlencoded",
+            "--data-raw", FormURLEncoding.encode(form.map { (name: $0.0, value: $0.1) }),
+        ]
+        if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
+        return try await curl(arguments)
+    }
+
+    func delete(_ path: String, bearer: String) async throws -> CurlResult {
+        try await curl(["-i", "-X", "DELETE", baseURL + path, "-H", "Authorization: Bearer \(bearer)"])
+    }
+
+    /// A count from the database (`SELECT count(*) AS n FROM …`).
+    func count(_ query: PostgresQuery) async throws -> Int {
+        try await database.query(query).first?.decode(Int.self, "n") ?? -1
+    }
+}
+
+extension CurlResult {
+    /// A response header's value (curl run with `-i`), case-insensitively.
+    func header(_ name: String) -> String? {
+        guard let end = stdout.range(of: "\r\n\r\n") else { return nil }
+        for line in stdout[..<end.lowerBound].split(separator: "\r\n").dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            if line[..<colon].lowercased() == name.lowercased() {
+                return line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return nil
+    }
+
+    var json: [String: Any] { decodeJSON(body) }
+}
