@@ -41,6 +41,7 @@ struct AuthFlowHarness {
 
     /// Runs `body` with a started harness; stops everything afterwards.
     static func run(
+        rateLimits: String = "login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0",
         extraConfiguration: String = "",
         settings: FakeIdentityProvider.Settings = FakeIdentityProvider.Settings(),
         _ body: (AuthFlowHarness) async throws -> Void
@@ -51,7 +52,7 @@ struct AuthFlowHarness {
             let port = try freeLoopbackPort()
             fake.registerClient(id: "tokengate", secret: "s3cret", redirectURIs: ["http://127.0.0.1:\(port)/auth/callback"])
             let text = """
-                server: { host: 127.0.0.1, port: \(port), login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0 }
+                server: { host: 127.0.0.1, port: \(port), \(rateLimits) }
                 database: { url: "\(url)" }
                 encryption: { current_key_id: k1, keys: [{ id: k1, secret: MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY= }] }
                 clients:
