@@ -37,6 +37,7 @@ struct AuthFlowHarness {
     let clock: ManualClock
     let logs: CapturingLogSink
     let http: HTTPClient
+    let databaseURL: String
     var baseURL: String { server.baseURL }
 
     /// Runs `body` with a started harness; stops everything afterwards.
@@ -86,7 +87,8 @@ struct AuthFlowHarness {
                 database: database,
                 clock: clock,
                 logs: logs,
-                http: http
+                http: http,
+                databaseURL: url
             )
             do {
                 try await body(harness)
