@@ -45,6 +45,7 @@ struct AuthFlowHarness {
         rateLimits: String = "login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0",
         extraConfiguration: String = "",
         settings: FakeIdentityProvider.Settings = FakeIdentityProvider.Settings(),
+        realProvider: OIDCProviderMock? = nil,
         _ body: (AuthFlowHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.withFreshDatabase { database, url in
@@ -60,7 +61,7 @@ struct AuthFlowHarness {
                   - { client_id: \(appClient), redirect_uris: ["\(appRedirect)"] }
                   - { client_id: \(otherClient), redirect_uris: ["\(otherRedirect)"] }
                 providers:
-                  - { name: fake, kind: oidc, issuer: "\(fake.issuer)", client_id: tokengate, client_secret: s3cret }
+                  - { name: fake, kind: oidc, issuer: "\(realProvider?.issuer ?? fake.issuer)", client_id: tokengate, client_secret: s3cret }
                 \(extraConfiguration)
                 """
             let configuration = try loadConfiguration(text)

@@ -38,7 +38,9 @@ import Testing
             #expect(try await h.count("SELECT count(*) AS n FROM pending_logins WHERE key_id = 'k2'") == 1)
             // The grant now opens with k2 alone and is the same provider token as before.
             let after = try #require(try await h.database.query("SELECT refresh_token FROM upstream_grants").first)
-            let onlyK2 = TokenVault(keyRing: try KeyRing(currentKeyID: "k2", keys: ["k2": SymmetricKey(base64URL: Self.k2.replacingOccurrences(of: "=", with: ""))]))
+            let onlyK2 = TokenVault(
+                keyRing: try KeyRing(currentKeyID: "k2", keys: ["k2": SymmetricKey(base64URL: Self.k2.replacingOccurrences(of: "=", with: ""))])
+            )
             let context = "grant:\(account.uuidString.lowercased())"
             let upstream = try onlyK2.open(try after.decode(PostgresBytes.self, "refresh_token"), context: context)
             #expect(upstream == (try h.auth.vault.open(try before.decode(PostgresBytes.self, "refresh_token"), context: context)))

@@ -1,0 +1,47 @@
+import Foundation
+import TGApp
+import TGTesting
+import Testing
+
+/// The whole mobile flow against `oidc-provider-mock`, a real OpenID provider nobody here wrote.
+@Suite struct RealProviderFlowTests {
+    @Test func loginTokenMeRefreshLogoutAgainstTheRealProvider() async throws {
+        let mock = try await OIDCProviderMock.start()
+        defer { mock.stop() }
+        try await AuthFlowHarness.run(realProvider: mock) { h in
+            let login = AuthFlowHarness.AppLogin()
+            let authorize = try await h.authorizationURL(login)
+            #expect(authorize.hasPrefix(mock.issuer))
+            // The browser step: the provider's login form, submitted as "alice".
+            let atProvider = try await curl(["-i", "-X", "POST", authorize, "--data-raw", "sub=alice"])
+            #expect(atProvider.status == 302)
+            let callback = try #require(atProvider.header("Location"))
+            #expect(callback.hasPrefix(h.baseURL + "/auth/callback?"))
+            let back = try await curl(["-i", callback])
+            let location = try #require(back.header("Location"), "\(back.stdout)")
+            let parameters = FakeIdentityProvider.queryParameters(of: location)
+            #expect(parameters["state"] == login.state)
+            let code = try #require(parameters["code"], "\(parameters)")
+            let token = try await h.post(
+                "/auth/token",
+                form: [
+                    ("grant_type", "authorization_code"), ("code", code), ("code_verifier", login.verifier),
+                    ("redirect_uri", login.redirectURI), ("client_id", login.clientID),
+                ]
+            )
+            #expect(token.status == 200, "\(token.body)")
+            let access = try #require(token.json["access_token"] as? String)
+            let me = try await h.get("/auth/me", bearer: access)
+            #expect(me.json["subject"] as? String == "alice")
+            #expect(me.json["issuer"] as? String == mock.issuer)
+            let refreshed = try await h.refresh(try #require(token.json["refresh_token"] as? String))
+            #expect(refreshed.status == 200)
+            let newAccess = try #require(refreshed.json["access_token"] as? String)
+            let logout = try await h.post("/auth/logout", form: [], bearer: newAccess)
+            #expect(logout.json["sessions_ended"] as? Int == 1)
+            #expect(logout.json["accounts_removed"] as? Int == 1)
+            #expect(try await h.refresh(try #require(refreshed.json["refresh_token"] as? String)).status == 400)
+            #expect(try await h.get("/auth/me", bearer: newAccess).status == 401)
+        }
+    }
+}
