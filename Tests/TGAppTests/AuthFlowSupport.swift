@@ -46,6 +46,7 @@ struct AuthFlowHarness {
         extraConfiguration: String = "",
         settings: FakeIdentityProvider.Settings = FakeIdentityProvider.Settings(),
         realProvider: OIDCProviderMock? = nil,
+        providerOptions: String = "",
         _ body: (AuthFlowHarness) async throws -> Void
     ) async throws {
         try await TestDatabase.withFreshDatabase { database, url in
@@ -61,7 +62,7 @@ struct AuthFlowHarness {
                   - { client_id: \(appClient), redirect_uris: ["\(appRedirect)"] }
                   - { client_id: \(otherClient), redirect_uris: ["\(otherRedirect)"] }
                 providers:
-                  - { name: fake, kind: oidc, issuer: "\(realProvider?.issuer ?? fake.issuer)", client_id: tokengate, client_secret: s3cret }
+                  - { name: fake, kind: oidc, issuer: "\(realProvider?.issuer ?? fake.issuer)", client_id: tokengate, client_secret: s3cret\(providerOptions) }
                 \(extraConfiguration)
                 """
             let configuration = try loadConfiguration(text)

@@ -1,5 +1,6 @@
 import Foundation
 import TGApp
+import TGHTTPServer
 import TGPostgres
 import TGTesting
 import Testing
@@ -149,6 +150,37 @@ import Testing
             #expect(result.json["authorization_endpoint"] as? String == h.baseURL + "/auth/login")
             #expect(result.json["token_endpoint"] as? String == h.baseURL + "/auth/token")
             #expect(result.json["code_challenge_methods_supported"] as? [String] == ["S256"])
+        }
+    }
+
+    @Test func theProviderMayPostTheCallback() async throws {
+        try await AuthFlowHarness.run(providerOptions: ", response_mode: form_post") { h in
+            let login = AuthFlowHarness.AppLogin()
+            let atProvider = try await h.fake.followAuthorization(try await h.authorizationURL(login), using: h.http)
+            #expect(h.fake.lastAuthorizationQuery?["response_mode"] == "form_post")
+            let action = try #require(atProvider.destination)
+            let form = atProvider.parameters.map { (name: $0.key, value: $0.value) }
+            let result = try await curl(["-i", "-X", "POST", action, "--data-raw", FormURLEncoding.encode(form)])
+            #expect(result.status == 302)
+            let parameters = FakeIdentityProvider.queryParameters(of: try #require(result.header("Location")))
+            #expect(parameters["state"] == login.state)
+            #expect(parameters["code"] != nil)
+        }
+    }
+
+    @Test func loginOptionsReachTheProvider() async throws {
+        try await AuthFlowHarness.run { h in
+            let url = try await h.authorizationURL(
+                AuthFlowHarness.AppLogin(),
+                extra: [("prompt", "login"), ("login_hint", "carol@example.com"), ("scope", "api.read"), ("provider", "fake")]
+            )
+            let query = FakeIdentityProvider.queryParameters(of: url)
+            #expect(query["prompt"] == "login")
+            #expect(query["login_hint"] == "carol@example.com")
+            #expect(query["scope"]?.split(separator: " ").contains("api.read") == true)
+            // TokenGate's own state, nonce and PKCE go to the provider, never the app's.
+            #expect(query["code_challenge"] != AuthFlowHarness.AppLogin().challenge)
+            #expect(query["redirect_uri"] == h.baseURL + "/auth/callback")
         }
     }
 }
