@@ -176,7 +176,10 @@ let package = Package(
         ),
         .testTarget(
             name: "TGAppTests",
-            dependencies: ["TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGTesting"],
+            dependencies: [
+                "TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGTesting",
+                .product(name: "Yams", package: "Yams"),
+            ],
             swiftSettings: strictSettings
         ),
     ]

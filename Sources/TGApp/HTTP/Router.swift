@@ -38,6 +38,13 @@ public struct Router: Sendable {
 
     public init() {}
 
+    /// Every route as (method, pattern), sorted: what `openapi.yaml` must describe.
+    public var routes: [(method: String, pattern: String)] {
+        (literal.values.flatMap { $0 } + patterns).map { ($0.method.rawValue, $0.pattern) }.sorted {
+            ($0.pattern, $0.method) < ($1.pattern, $1.method)
+        }
+    }
+
     /// Adds a route. `pattern` is a path such as `/auth/token`, `/auth/accounts/{id}` or
     /// `/api/{upstream}/**`.
     public mutating func add(_ method: HTTPRequest.Method, _ pattern: String, _ handler: Handler) {
