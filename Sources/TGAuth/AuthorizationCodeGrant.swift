@@ -47,6 +47,11 @@ extension AuthService {
         let outcome = try await database.withTransaction { connection in
             try await redeem(request, codeHash: codeHash, deviceHash: deviceHash, now: now, on: connection)
         }
+        return try await finish(outcome)
+    }
+
+    /// Removes the accounts the grant left without a session, then answers.
+    func finish(_ outcome: RedemptionOutcome) async throws -> IssuedTokens {
         switch outcome {
         case .issued(let tokens, let orphans):
             await removeAccountsWithoutSessions(orphans)

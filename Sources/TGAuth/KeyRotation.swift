@@ -25,80 +25,50 @@ extension AuthService {
         var report = KeyRotationReport()
         let current = vault.currentKeyID
         let limit = settings.batchSize
-        while true {
-            let count = try await database.withTransaction { connection in
-                let rows = try await connection.query(
-                    """
-                    SELECT account_id, refresh_token, id_token_hint FROM upstream_grants
-                    WHERE key_id <> \(current) LIMIT \(limit) FOR UPDATE SKIP LOCKED
-                    """
-                )
-                for row in rows.rows {
-                    let account = try row.decode(UUID.self, "account_id")
-                    let token = try row.decode(PostgresBytes.self, "refresh_token")
-                    let sealedToken = try vault.reseal(token, context: TokenVault.Context.grant(account)) ?? token
-                    var hint = try row.decode(PostgresBytes?.self, "id_token_hint")
-                    if let old = hint { hint = try vault.reseal(old, context: TokenVault.Context.idToken(account)) ?? old }
-                    try await connection.query(
-                        """
-                        UPDATE upstream_grants SET refresh_token = \(sealedToken), id_token_hint = \(hint), key_id = \(current)
-                        WHERE account_id = \(account)
-                        """
-                    )
-                }
-                return rows.count
-            }
-            report.grants += count
-            if count < limit { break }
+        report.grants = try await reencryptInBatches(
+            """
+            SELECT account_id, refresh_token, id_token_hint FROM upstream_grants
+            WHERE key_id <> \(current) LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            """
+        ) { row in
+            let account = try row.decode(UUID.self, "account_id")
+            let token = try row.decode(PostgresBytes.self, "refresh_token")
+            var hint = try row.decode(PostgresBytes?.self, "id_token_hint")
+            if let old = hint { hint = try vault.reseal(old, context: TokenVault.Context.idToken(account)) ?? old }
+            return """
+                UPDATE upstream_grants SET key_id = \(current), id_token_hint = \(hint),
+                  refresh_token = \(try vault.reseal(token, context: TokenVault.Context.grant(account)) ?? token)
+                WHERE account_id = \(account)
+                """
         }
-        while true {
-            let count = try await database.withTransaction { connection in
-                let rows = try await connection.query(
-                    """
-                    SELECT account_id, scope_key, access_token FROM upstream_access_tokens
-                    WHERE key_id <> \(current) LIMIT \(limit) FOR UPDATE SKIP LOCKED
-                    """
-                )
-                for row in rows.rows {
-                    let account = try row.decode(UUID.self, "account_id")
-                    let scopeKey = try row.decode(String.self, "scope_key")
-                    let token = try row.decode(PostgresBytes.self, "access_token")
-                    let context = TokenVault.Context.accessToken(account, scopeKey: scopeKey)
-                    try await connection.query(
-                        """
-                        UPDATE upstream_access_tokens SET access_token = \(try vault.reseal(token, context: context) ?? token),
-                          key_id = \(current) WHERE account_id = \(account) AND scope_key = \(scopeKey)
-                        """
-                    )
-                }
-                return rows.count
-            }
-            report.accessTokens += count
-            if count < limit { break }
+        report.accessTokens = try await reencryptInBatches(
+            """
+            SELECT account_id, scope_key, access_token FROM upstream_access_tokens
+            WHERE key_id <> \(current) LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            """
+        ) { row in
+            let account = try row.decode(UUID.self, "account_id")
+            let scopeKey = try row.decode(String.self, "scope_key")
+            let token = try row.decode(PostgresBytes.self, "access_token")
+            let context = TokenVault.Context.accessToken(account, scopeKey: scopeKey)
+            return """
+                UPDATE upstream_access_tokens SET access_token = \(try vault.reseal(token, context: context) ?? token),
+                  key_id = \(current) WHERE account_id = \(account) AND scope_key = \(scopeKey)
+                """
         }
-        while true {
-            let count = try await database.withTransaction { connection in
-                let rows = try await connection.query(
-                    """
-                    SELECT state_hash, code_verifier FROM pending_logins
-                    WHERE key_id <> \(current) LIMIT \(limit) FOR UPDATE SKIP LOCKED
-                    """
-                )
-                for row in rows.rows {
-                    let stateHash = try row.decode(PostgresBytes.self, "state_hash")
-                    let verifier = try row.decode(PostgresBytes.self, "code_verifier")
-                    let context = TokenVault.Context.pendingLogin(stateHash)
-                    try await connection.query(
-                        """
-                        UPDATE pending_logins SET code_verifier = \(try vault.reseal(verifier, context: context) ?? verifier),
-                          key_id = \(current) WHERE state_hash = \(stateHash)
-                        """
-                    )
-                }
-                return rows.count
-            }
-            report.pendingLogins += count
-            if count < limit { break }
+        report.pendingLogins = try await reencryptInBatches(
+            """
+            SELECT state_hash, code_verifier FROM pending_logins
+            WHERE key_id <> \(current) LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            """
+        ) { row in
+            let stateHash = try row.decode(PostgresBytes.self, "state_hash")
+            let verifier = try row.decode(PostgresBytes.self, "code_verifier")
+            let context = TokenVault.Context.pendingLogin(stateHash)
+            return """
+                UPDATE pending_logins SET code_verifier = \(try vault.reseal(verifier, context: context) ?? verifier),
+                  key_id = \(current) WHERE state_hash = \(stateHash)
+                """
         }
         let left = try await database.query(
             """
@@ -110,5 +80,23 @@ extension AuthService {
         report.remaining = try left.first?.decode(Int.self, "remaining") ?? 0
         logger.info("keys rotated", metadata: ["current_key_id": .string(current), "reencrypted": .string(report.description)])
         return report
+    }
+
+    /// Runs `select` (a batch of rows locked for update) and each row's `update` in one short
+    /// transaction per batch, until a batch comes back short. Returns the rows updated.
+    private func reencryptInBatches(
+        _ select: PostgresQuery,
+        _ update: @escaping (PostgresRow) throws -> PostgresQuery
+    ) async throws -> Int {
+        var total = 0
+        while true {
+            let count = try await database.withTransaction { connection in
+                let rows = try await connection.query(select)
+                for row in rows.rows { try await connection.query(try update(row)) }
+                return rows.count
+            }
+            total += count
+            if count < settings.batchSize { return total }
+        }
     }
 }

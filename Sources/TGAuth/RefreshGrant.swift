@@ -14,14 +14,7 @@ extension AuthService {
         let outcome = try await database.withTransaction { connection in
             try await rotate(hash, clientID: clientID, now: now, on: connection)
         }
-        switch outcome {
-        case .issued(let tokens, let orphans):
-            await removeAccountsWithoutSessions(orphans)
-            return tokens
-        case .refused(let error, let orphans):
-            await removeAccountsWithoutSessions(orphans)
-            throw error
-        }
+        return try await finish(outcome)
     }
 
     static let deadRefreshToken = OAuthError(.invalidGrant, "The refresh token is not valid any more. Log in again.")
