@@ -18,13 +18,29 @@ public enum TokenGateApp {
         return PostgresClient(configuration: settings)
     }
 
-    /// The OIDC client of each configured provider, sharing `httpClient`. Throws only for a
-    /// configuration that did not pass validation.
-    public static func makeProviders(_ configuration: TokenGateConfiguration, httpClient: HTTPClient = HTTPClient()) throws -> [OpenIDProvider] {
+    /// The OIDC client of each configured provider, sharing `httpClient` (by default one that
+    /// speaks plain http only to a loopback provider the configuration names, as the validator
+    /// allows for development; https everywhere else). Throws only for a configuration that did
+    /// not pass validation.
+    public static func makeProviders(_ configuration: TokenGateConfiguration, httpClient: HTTPClient? = nil) throws -> [OpenIDProvider] {
         let callback = configuration.server.publicBaseURL.trimmingSuffix("/") + "/auth/callback"
+        let client = httpClient ?? HTTPClient(configuration: providerClientSettings(configuration))
         return try configuration.providers.map {
-            OpenIDProvider(configuration: try $0.oidcConfiguration(callbackURL: callback), httpClient: httpClient)
+            OpenIDProvider(configuration: try $0.oidcConfiguration(callbackURL: callback), httpClient: client)
         }
+    }
+
+    static func providerClientSettings(_ configuration: TokenGateConfiguration) -> HTTPClient.Configuration {
+        var settings = HTTPClient.Configuration()
+        let urls = configuration.providers.flatMap { provider in
+            [provider.issuer, provider.authority ?? ""]
+                + [provider.endpoints?.authorization, provider.endpoints?.token, provider.endpoints?.revocation].compactMap { $0 }
+        }
+        settings.allowPlainHTTPToLoopbackForTesting = urls.contains { url in
+            guard let components = URLComponents(string: url), components.scheme?.lowercased() == "http" else { return false }
+            return ConfigurationValidator.isLoopback(components.host ?? "")
+        }
+        return settings
     }
 
     /// The auth flow over `database` and `providers`, with the configured keys, apps and lifetimes.

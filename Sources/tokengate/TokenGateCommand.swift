@@ -67,6 +67,7 @@ struct Serve: AsyncParsableCommand {
         let sweeper = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
+                if Task.isCancelled { break }
                 do {
                     _ = try await auth.sweep()
                 } catch {

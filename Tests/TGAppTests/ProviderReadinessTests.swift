@@ -1,6 +1,7 @@
 import Foundation
 import TGHTTPClient
 import TGHTTPServer
+import TGOIDC
 import TGPostgres
 import TGTesting
 import Testing
@@ -37,5 +38,31 @@ import Testing
         #expect(checks?["provider:mock"] == "ok")
         #expect(checks?["provider:dead"] == "failing")
         await server.shutdown()
+    }
+
+    @Test func aLoopbackProviderIsReachedOverPlainHTTPAndNothingElseIs() async throws {
+        let mock = try await OIDCProviderMock.start()
+        defer { mock.stop() }
+        let local = try loadConfiguration(
+            """
+            database: { url: "postgresql://127.0.0.1:1/nothing" }
+            providers: [{ name: mock, kind: oidc, issuer: "\(mock.issuer)", client_id: a, client_secret: s }]
+            """
+        )
+        let providers = try TokenGateApp.makeProviders(local)
+        let metadata = try await providers[0].metadata()
+        #expect(metadata.issuer == mock.issuer)
+        let remote = try loadConfiguration(
+            """
+            database: { url: "postgresql://127.0.0.1:1/nothing" }
+            providers: [{ name: g, kind: google, client_id: a, client_secret: s }]
+            """
+        )
+        #expect(TokenGateApp.providerClientSettings(remote).allowPlainHTTPToLoopbackForTesting == false)
+        #expect(TokenGateApp.providerClientSettings(local).allowPlainHTTPToLoopbackForTesting == true)
+    }
+
+    func loadConfiguration(_ text: String) throws -> TokenGateConfiguration {
+        try AuthFlowHarness.loadConfiguration(text)
     }
 }
