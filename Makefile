@@ -31,7 +31,8 @@ lint: deps
 # Tests run against a real PostgreSQL cluster that lives only for this run. They run one at a time
 # (--no-parallel, about 15 s): each suite starts real servers, processes and threads, and on a
 # 2-core machine all of them at once make wall-clock margins thin. A run that hangs is stopped
-# after 15 minutes and fails.
+# after 15 minutes and fails. Then schemathesis checks a running TokenGate's answers against
+# openapi.yaml (scripts/schemathesis.sh, about 1.5 minutes).
 test: deps lint
 	swift build --build-tests $(SWIFT_FLAGS)
 	@set -euo pipefail; \
@@ -39,7 +40,8 @@ test: deps lint
 	  trap 'scripts/pg.sh stop "$$dir/pg"; rm -rf "$$dir"' EXIT; \
 	  url=$$(scripts/pg.sh start "$$dir/pg" $(TEST_PG_PORT)); \
 	  TOKENGATE_TEST_DATABASE_URL="$$url" timeout 900 swift test --skip-build --no-parallel 2>&1 | tee "$$dir/test.log"; \
-	  grep -qE "Test run with [1-9][0-9]* tests? .*passed" "$$dir/test.log"
+	  grep -qE "Test run with [1-9][0-9]* tests? .*passed" "$$dir/test.log"; \
+	  scripts/schemathesis.sh "$$url"
 
 # The whole suite under a sanitizer, in a build folder of its own. Leak reports are off: the only
 # leaks seen come from XCTest and Foundation's Thread/Process in test support.

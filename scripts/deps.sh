@@ -23,3 +23,8 @@ if ! python3 -c "import oidc_provider_mock" 2>/dev/null; then
     echo "deps: installing oidc-provider-mock" >&2
     python3 -m pip install -q "oidc-provider-mock==0.3.4" >/dev/null
 fi
+# Property-based tests of a running TokenGate against openapi.yaml (`make test`, PyPI).
+if ! python3 -c "import schemathesis" 2>/dev/null; then
+    echo "deps: installing schemathesis" >&2
+    python3 -m pip install -q "schemathesis==4.32.5" >/dev/null
+fi

@@ -53,8 +53,9 @@ struct Keys: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Re-encrypt every stored secret under encryption.current_key_id, online, in batches.",
             discussion: """
-                Add the new key to encryption.keys, make it current_key_id, restart or roll the instances, then run this. \
-                Remove an old key only after this reports remaining=0. Exit code 3: rows were in use; run it again.
+                Add the new key to encryption.keys and roll the instances; then make it current_key_id and roll them \
+                again (so no instance meets a blob under a key it lacks); then run this. Remove an old key only after \
+                this reports remaining=0. Exit code 3: rows were in use; run it again.
                 """
         )
 
