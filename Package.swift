@@ -117,7 +117,7 @@ let package = Package(
         .executableTarget(
             name: "tokengate",
             dependencies: [
-                "TGApp", "TGAuth", "TGPostgres",
+                "TGApp", "TGAuth", "TGPostgres", "TGHTTPClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -6,6 +6,7 @@ public enum SchemaMigrations {
     public static let all: [Migration] = [
         migration(1, "initial", PackageResources._001_initial_sql),
         migration(2, "auth_flow", PackageResources._002_auth_flow_sql),
+        migration(3, "upstream_tokens", PackageResources._003_upstream_tokens_sql),
     ]
 
     private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {

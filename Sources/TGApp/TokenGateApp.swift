@@ -77,6 +77,7 @@ public enum TokenGateApp {
             clients: configuration.clients.map { AppClient(clientID: $0.clientID, redirectURIs: $0.redirectURIs, providers: $0.providers) },
             settings: settings,
             issuer: publicBaseURL(configuration),
+            resources: configuration.upstreams.map { UpstreamResource(name: $0.name, provider: $0.provider, scopes: $0.scopes) },
             clock: clock,
             logger: logger
         )
@@ -92,7 +93,8 @@ public enum TokenGateApp {
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
-        auth: AuthService? = nil
+        auth: AuthService? = nil,
+        upstreamClients: [String: HTTPClient] = [:]
     ) -> Router {
         var router = Router()
         var checks = [
@@ -113,8 +115,33 @@ public enum TokenGateApp {
                 token: RateLimiter(perMinute: configuration.server.tokenRateLimitPerMinute, now: auth.clock.now)
             )
             AuthRoutes.add(to: &router, service: auth, limits: limits)
+            let upstreams = configuration.upstreams.compactMap { settings in
+                ProxyRoutes.Upstream(settings, client: upstreamClients[settings.name] ?? makeUpstreamClient(settings))
+            }
+            if !upstreams.isEmpty {
+                ProxyRoutes.add(to: &router, upstreams: upstreams, auth: auth, publicBaseURL: publicBaseURL(configuration))
+            }
         }
         return router
+    }
+
+    /// One HTTP client per configured API: connections, timeouts and CA of its own, redirects
+    /// passed back to the app rather than followed. Shut them down after the server.
+    public static func makeUpstreamClients(_ configuration: TokenGateConfiguration) -> [String: HTTPClient] {
+        Dictionary(configuration.upstreams.map { ($0.name, makeUpstreamClient($0)) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    static func makeUpstreamClient(_ upstream: TokenGateConfiguration.Upstream) -> HTTPClient {
+        var settings = HTTPClient.Configuration()
+        settings.maxConnections = upstream.maxConnections
+        settings.maxConnectionsPerHost = upstream.maxConnections
+        settings.connectTimeout = .seconds(upstream.connectTimeoutSeconds)
+        settings.caFile = upstream.caFile
+        settings.followRedirects = false
+        if let url = URLComponents(string: upstream.baseURL), url.scheme?.lowercased() == "http" {
+            settings.allowPlainHTTPToLoopbackForTesting = ConfigurationValidator.isLoopback(url.host ?? "")
+        }
+        return HTTPClient(configuration: settings)
     }
 
     /// The HTTP server with every route, not yet started.
@@ -123,10 +150,11 @@ public enum TokenGateApp {
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
         auth: AuthService? = nil,
+        upstreamClients: [String: HTTPClient] = [:],
         logger: Logger
     ) -> HTTPServer {
         let application = Application(
-            router: makeRouter(configuration, database: database, providers: providers, auth: auth),
+            router: makeRouter(configuration, database: database, providers: providers, auth: auth, upstreamClients: upstreamClients),
             logger: logger,
             accessLog: configuration.log.accessLog
         )
@@ -146,6 +174,23 @@ public enum TokenGateApp {
         settings.requestTimeout = .seconds(server.requestTimeoutSeconds)
         settings.drainTimeout = .seconds(server.drainTimeoutSeconds)
         settings.diagnosticsSink = { message in logger.debug("libmicrohttpd", metadata: ["detail": .string(message)]) }
+        // Calls to an API take its body limit, and its timeout plus a margin so that the proxy's
+        // own 504 answers first.
+        let upstreams = Dictionary(
+            configuration.upstreams.map { upstream in
+                (
+                    upstream.name,
+                    HTTPServer.RequestLimits(maxBodySize: upstream.maxBodyBytes, requestTimeout: .seconds(upstream.timeoutSeconds + 5))
+                )
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
+        if !upstreams.isEmpty {
+            settings.limits = { _, path in
+                guard path.hasPrefix("/api/") else { return nil }
+                return upstreams[String(path.dropFirst(5).prefix { $0 != "/" })]
+            }
+        }
         return settings
     }
 

@@ -8,6 +8,10 @@ public struct OAuthError: Error, Sendable, Equatable {
         case unsupportedGrantType = "unsupported_grant_type"
         case invalidScope = "invalid_scope"
         case temporarilyUnavailable = "temporarily_unavailable"
+        /// RFC 8693 §2.2.2: the `resource` or `audience` names nothing TokenGate serves.
+        case invalidTarget = "invalid_target"
+        /// The provider no longer honours the account's grant: only a new login can help.
+        case interactionRequired = "interaction_required"
     }
 
     public var code: Code
@@ -41,15 +45,23 @@ public struct AuthProblem: Error, Sendable, Equatable {
         case accountNotFound = "account_not_found"
         /// The identity provider cannot be reached or failed (503, Retry-After).
         case idpUnavailable = "idp_unavailable"
+        /// The provider no longer honours the account's grant (401): the account's sessions have
+        /// ended; start a login (`login_endpoint`, `provider`, `login_hint` say how).
+        case interactionRequired = "interaction_required"
+        /// The account logged in with another provider than the one this API needs (403).
+        case wrongProvider = "wrong_provider"
     }
 
     public var code: Code
     public var detail: String
     public var retryAfter: Int?
+    /// More members for the answer (e.g. what a new login needs); never a secret.
+    public var details: [String: String]
 
-    public init(_ code: Code, _ detail: String, retryAfter: Int? = nil) {
+    public init(_ code: Code, _ detail: String, retryAfter: Int? = nil, details: [String: String] = [:]) {
         self.code = code
         self.detail = detail
         self.retryAfter = retryAfter
+        self.details = details
     }
 }

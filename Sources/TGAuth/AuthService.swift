@@ -15,6 +15,11 @@ public struct AuthService: Sendable {
     public let logger: Logger
     /// TokenGate's own issuer identifier (its public base URL), sent as `iss` to the app.
     public let issuer: String
+    /// The APIs whose tokens apps may ask for, by name (`resource=` of a token exchange).
+    public let resources: [String: UpstreamResource]
+    /// Sessions and upstream tokens this instance holds in memory.
+    public let cache: CredentialCache
+    let refreshes = SingleFlight<UpstreamAccessToken>()
 
     public init(
         database: PostgresClient,
@@ -23,6 +28,8 @@ public struct AuthService: Sendable {
         clients: [AppClient],
         settings: AuthSettings = AuthSettings(),
         issuer: String,
+        resources: [UpstreamResource] = [],
+        cache: CredentialCache = CredentialCache(),
         clock: AuthClock = .system,
         logger: Logger
     ) {
@@ -32,6 +39,8 @@ public struct AuthService: Sendable {
         self.clients = Dictionary(clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first })
         self.settings = settings
         self.issuer = issuer
+        self.resources = Dictionary(resources.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        self.cache = cache
         self.clock = clock
         self.logger = logger
     }

@@ -14,6 +14,11 @@ public struct AuthSettings: Sendable {
     public var refreshReplayGrace: TimeInterval = 30
     /// The most rows one sweep or key-rotation statement touches.
     public var batchSize = 500
+    /// An upstream access token is refreshed when it has less than this left (or a quarter of its
+    /// lifetime, when that is shorter), so calls never carry one that expires on the way.
+    public var upstreamRefreshAhead: TimeInterval = 60
+    /// The lifetime assumed for an upstream access token whose provider gives no `expires_in`.
+    public var upstreamDefaultLifetime: TimeInterval = 300
 
     public init() {}
 }

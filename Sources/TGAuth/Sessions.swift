@@ -9,7 +9,10 @@ public struct SessionContext: Sendable, Equatable {
     public var deviceID: UUID
     public var clientID: String
     public var account: AccountSummary
+    /// When the session ends unless refreshed (idle expiry).
     public var expiresAt: Date
+    /// When the bearer access token the session was found by expires.
+    public var accessTokenExpiresAt: Date
 }
 
 /// An account of the caller's device, as `/auth/accounts` lists it.
@@ -30,6 +33,10 @@ extension AuthService {
 
     func session(accessToken: String, requireValid: Bool) async throws -> SessionContext? {
         guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { return nil }
+        return try await session(hash: hash, requireValid: requireValid)
+    }
+
+    func session(hash: PostgresBytes, requireValid: Bool) async throws -> SessionContext? {
         let now = clock.now()
         let rows = try await database.query(
             """
@@ -50,7 +57,8 @@ extension AuthService {
             deviceID: try row.decode(UUID.self, "device_id"),
             clientID: try row.decode(String.self, "client_id"),
             account: try AccountSummary(row: row),
-            expiresAt: try row.decode(Date.self, "expires_at")
+            expiresAt: try row.decode(Date.self, "expires_at"),
+            accessTokenExpiresAt: try row.decode(Date.self, "access_expires_at")
         )
     }
 
@@ -76,6 +84,9 @@ extension AuthService {
     /// accounts went.
     @discardableResult
     func removeAccountsWithoutSessions(_ accounts: [UUID]) async -> Int {
+        // Their sessions ended (or the grant went): nothing of theirs may be served from memory,
+        // even before the database's notification comes back.
+        cache.invalidate(accounts: accounts)
         var removed = 0
         for account in Set(accounts) {
             do {

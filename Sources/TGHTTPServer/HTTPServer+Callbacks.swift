@@ -101,8 +101,11 @@ extension HTTPServer {
                 return queue(Self.problem(.badRequest, "bad_request", "The request method is not valid."), on: connection)
             }
             context.method = parsed
+            let limits = configuration.limits?(parsed, context.target.prefix { $0 != "?" })
+            context.maxBodySize = limits?.maxBodySize ?? configuration.maxBodySize
+            context.requestTimeout = limits?.requestTimeout ?? configuration.requestTimeout
             collectHeaders(connection, into: context)
-            if let length = context.contentLength, length > configuration.maxBodySize {
+            if let length = context.contentLength, length > context.maxBodySize {
                 context.stage = .rejected
                 return queue(Self.bodyTooLarge, on: connection)
             }
@@ -111,7 +114,7 @@ extension HTTPServer {
             let count = uploadSize.pointee
             if count > 0 {
                 uploadSize.pointee = 0
-                guard context.body.count + count <= configuration.maxBodySize else {
+                guard context.body.count + count <= context.maxBodySize else {
                     context.stage = .discarding(dropped: context.body.count + count)
                     context.body = []
                     return MHD_Result.YES
@@ -133,7 +136,7 @@ extension HTTPServer {
             guard count > 0 else { return queue(Self.bodyTooLarge, on: connection) }
             uploadSize.pointee = 0
             // Reading a little past the limit buys a clean 413; a client that keeps sending is cut off.
-            guard dropped + count <= 2 * configuration.maxBodySize + 65536 else { return MHD_Result.NO }
+            guard dropped + count <= 2 * context.maxBodySize + 65536 else { return MHD_Result.NO }
             context.stage = .discarding(dropped: dropped + count)
             return MHD_Result.YES
         case .dispatched:
@@ -171,7 +174,7 @@ extension HTTPServer {
                 return queue(response, on: connection)
             case .suspend:
                 context.task = task
-                context.deadline = ContinuousClock.now.advanced(by: configuration.requestTimeout)
+                context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout)
                 MHD_suspend_connection(connection)
                 suspensions.add(1, ordering: .relaxed)
                 deadlines.register(context)

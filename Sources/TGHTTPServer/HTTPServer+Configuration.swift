@@ -1,3 +1,5 @@
+public import HTTPTypes
+
 extension HTTPServer {
     /// Listening address, thread pool and the limits that protect the server from its clients.
     public struct Configuration: Sendable {
@@ -30,8 +32,23 @@ extension HTTPServer {
         public var drainTimeout: Duration = .seconds(10)
         /// Where libmicrohttpd's own diagnostics go (they carry no request data). Default: dropped.
         public var diagnosticsSink: (@Sendable (String) -> Void)?
+        /// Limits for some requests other than `maxBodySize` and `requestTimeout` (a proxy route's
+        /// larger bodies and longer deadline), chosen from the method and path as the head arrives.
+        /// nil, or nil for a request: the defaults.
+        public var limits: (@Sendable (HTTPRequest.Method, _ path: Substring) -> RequestLimits?)?
 
         public init() {}
+    }
+
+    /// The body size and deadline of one request.
+    public struct RequestLimits: Sendable, Equatable {
+        public var maxBodySize: Int
+        public var requestTimeout: Duration
+
+        public init(maxBodySize: Int, requestTimeout: Duration) {
+            self.maxBodySize = maxBodySize
+            self.requestTimeout = requestTimeout
+        }
     }
 
     /// One event-loop thread per core, at least one.

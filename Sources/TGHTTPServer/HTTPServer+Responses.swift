@@ -36,8 +36,11 @@ extension HTTPServer {
             }
         case .stream(let produce):
             let stream = ResponseStream(connection: connection)
+            // A declared length is sent as Content-Length (the producer must write exactly that);
+            // otherwise the body is chunked.
+            let length = response.headerFields[.contentLength].flatMap { UInt64($0) } ?? UInt64.max
             mhdResponse = MHD_create_response_from_callback(
-                UInt64.max,
+                length,
                 32 * 1024,
                 streamReaderCallback,
                 Unmanaged.passRetained(stream).toOpaque(),

@@ -34,6 +34,9 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var headerFields = HTTPFields()
     var host: String?
     var contentLength: Int?
+    /// This request's limits (the configuration's, or the ones it chose for this path).
+    var maxBodySize = 0
+    var requestTimeout = Duration.zero
     var body: [UInt8] = []
     var bridge = BridgeStateMachine<ServerResponse>()
     var task: Task<Void, Never>?

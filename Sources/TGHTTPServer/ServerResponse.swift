@@ -7,14 +7,15 @@ public struct ServerResponse: Sendable {
     public enum Body: Sendable {
         /// A complete body; `Content-Length` is set by the server.
         case bytes([UInt8])
-        /// A body of unknown length. The closure writes chunks and returns when done; throwing
-        /// aborts the connection so the client sees a truncated (invalid) chunked body.
+        /// A body produced while sending: chunked, unless a `Content-Length` header field announces
+        /// its length. The closure writes chunks and returns when done; throwing aborts the
+        /// connection so the client sees a truncated (invalid) body.
         case stream(@Sendable (ResponseBodyWriter) async throws -> Void)
     }
 
     public var status: HTTPResponse.Status
-    /// Header fields. `Content-Length`, `Transfer-Encoding` and `Connection` are managed by the
-    /// server and ignored here.
+    /// Header fields. `Transfer-Encoding` and `Connection` are managed by the server and ignored
+    /// here, and so is `Content-Length` except as the announced length of a streamed body.
     public var headerFields: HTTPFields
     public var body: Body
 

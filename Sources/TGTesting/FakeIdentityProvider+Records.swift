@@ -50,3 +50,12 @@ extension FakeIdentityProvider {
         }
     }
 }
+
+extension FakeIdentityProvider {
+    /// The subject of a live access token (known, not revoked, not expired), or nil: what an API
+    /// that trusts this provider checks.
+    public func subject(ofAccessToken token: String) -> String? {
+        let now = now
+        return endpoints.state.withLock { $0.liveGrant(accessToken: token, at: now)?.subject }
+    }
+}

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import TGApp
 import TGAuth
+import TGHTTPClient
 import TGPostgres
 
 /// `tokengate`: the command line. Exit codes: 0 success, 1 runtime failure (database unreachable,
@@ -61,7 +62,18 @@ struct Serve: AsyncParsableCommand {
         }
         let providers = try TokenGateApp.makeProviders(configuration)
         let auth = try TokenGateApp.makeAuthService(configuration, database: database, providers: providers, logger: logger)
-        let server = TokenGateApp.makeServer(configuration, database: database, providers: providers, auth: auth, logger: logger)
+        let upstreamClients = TokenGateApp.makeUpstreamClients(configuration)
+        let server = TokenGateApp.makeServer(
+            configuration,
+            database: database,
+            providers: providers,
+            auth: auth,
+            upstreamClients: upstreamClients,
+            logger: logger
+        )
+        // What this instance caches follows every instance's changes (LISTEN/NOTIFY).
+        let invalidations = Task { await auth.followInvalidations(databaseURL: configuration.database.url?.value ?? "") }
+        defer { invalidations.cancel() }
         // The sweeper: every instance tries, one at a time does the work (advisory lock).
         let interval = Duration.seconds(configuration.sweeper.intervalSeconds)
         let sweeper = Task {
@@ -77,6 +89,7 @@ struct Serve: AsyncParsableCommand {
         }
         defer { sweeper.cancel() }
         try await Runtime.serveUntilSignalled(server, logger: logger)
+        for client in upstreamClients.values { client.shutdown() }
     }
 }
 

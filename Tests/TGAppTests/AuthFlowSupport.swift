@@ -38,22 +38,36 @@ struct AuthFlowHarness {
     let logs: CapturingLogSink
     let http: HTTPClient
     let databaseURL: String
+    /// The Graph-shaped API behind `/api/graph/…` (with `withGraphAPI`).
+    let graph: FakeGraphAPI?
+    let configuration: TokenGateConfiguration
+    let providers: [OpenIDProvider]
     var baseURL: String { server.baseURL }
 
-    /// Runs `body` with a started harness; stops everything afterwards.
+    /// Runs `body` with a started harness; stops everything afterwards. With `withGraphAPI`, a
+    /// fake API trusting the fake provider's tokens is configured as upstream `graph`
+    /// (`upstreamOptions` adds to its settings).
     static func run(
         rateLimits: String = "login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0",
         extraConfiguration: String = "",
         settings: FakeIdentityProvider.Settings = FakeIdentityProvider.Settings(),
         realProvider: OIDCProviderMock? = nil,
         providerOptions: String = "",
+        withGraphAPI: Bool = false,
+        upstreamOptions: String = "",
+        databaseURL fixedURL: String? = nil,
         _ body: (AuthFlowHarness) async throws -> Void
     ) async throws {
-        try await TestDatabase.withFreshDatabase { database, url in
+        func work(_ database: PostgresClient, _ url: String) async throws {
             _ = try await Migrator(migrations: SchemaMigrations.all).migrate(database)
             let fake = try FakeIdentityProvider.start(settings: settings)
+            let graph = try withGraphAPI ? FakeGraphAPI { [fake] token in fake.subject(ofAccessToken: token) } : nil
             let port = try freeLoopbackPort()
             fake.registerClient(id: "tokengate", secret: "s3cret", redirectURIs: ["http://127.0.0.1:\(port)/auth/callback"])
+            let upstreams =
+                graph.map {
+                    "upstreams: [{ name: graph, base_url: \"\($0.baseURL)\", provider: fake, scopes: [User.Read]\(upstreamOptions) }]"
+                } ?? ""
             let text = """
                 server: { host: 127.0.0.1, port: \(port), \(rateLimits) }
                 database: { url: "\(url)" }
@@ -63,16 +77,74 @@ struct AuthFlowHarness {
                   - { client_id: \(otherClient), redirect_uris: ["\(otherRedirect)"] }
                 providers:
                   - { name: fake, kind: oidc, issuer: "\(realProvider?.issuer ?? fake.issuer)", client_id: tokengate, client_secret: s3cret\(providerOptions) }
+                \(upstreams)
                 \(extraConfiguration)
                 """
             let configuration = try loadConfiguration(text)
             var clientSettings = HTTPClient.Configuration()
             clientSettings.allowPlainHTTPToLoopbackForTesting = true
+            clientSettings.maxConnectionsPerHost = 256
             let http = HTTPClient(configuration: clientSettings)
             let logs = CapturingLogSink()
-            let logger = capturingLogger(logs, level: .debug)
             let clock = ManualClock()
             let providers = try TokenGateApp.makeProviders(configuration, httpClient: http)
+            let main = try Instance.start(configuration, database: database, databaseURL: url, providers: providers, clock: clock, logs: logs)
+            let harness = AuthFlowHarness(
+                fake: fake,
+                server: main.server,
+                auth: main.auth,
+                database: database,
+                clock: clock,
+                logs: logs,
+                http: http,
+                databaseURL: url,
+                graph: graph,
+                configuration: configuration,
+                providers: providers
+            )
+            do {
+                try await body(harness)
+            } catch {
+                await main.stop()
+                await graph?.stop()
+                await fake.stop()
+                http.shutdown()
+                throw error
+            }
+            await main.stop()
+            await graph?.stop()
+            await fake.stop()
+            http.shutdown()
+        }
+        if let fixedURL {
+            let database = PostgresClient(configuration: .init(url: fixedURL))
+            defer { database.shutdown() }
+            try await work(database, fixedURL)
+        } else {
+            try await TestDatabase.withFreshDatabase(work)
+        }
+    }
+
+    /// One TokenGate instance: server, auth service, cache follower and API clients.
+    struct Instance {
+        let server: HTTPServer
+        let auth: AuthService
+        let follower: Task<Void, Never>
+        let upstreamClients: [String: HTTPClient]
+        var baseURL: String { server.baseURL }
+
+        static func start(
+            _ configuration: TokenGateConfiguration,
+            database: PostgresClient,
+            databaseURL: String,
+            providers: [OpenIDProvider],
+            clock: ManualClock,
+            logs: CapturingLogSink,
+            port: UInt16? = nil
+        ) throws -> Instance {
+            var configuration = configuration
+            if let port { configuration.server.port = Int(port) }
+            let logger = capturingLogger(logs, level: .debug)
             let auth = try TokenGateApp.makeAuthService(
                 configuration,
                 database: database,
@@ -80,30 +152,38 @@ struct AuthFlowHarness {
                 logger: logger,
                 clock: clock.authClock
             )
-            let server = TokenGateApp.makeServer(configuration, database: database, providers: providers, auth: auth, logger: logger)
-            try server.start()
-            let harness = AuthFlowHarness(
-                fake: fake,
-                server: server,
-                auth: auth,
+            let clients = TokenGateApp.makeUpstreamClients(configuration)
+            let server = TokenGateApp.makeServer(
+                configuration,
                 database: database,
-                clock: clock,
-                logs: logs,
-                http: http,
-                databaseURL: url
+                providers: providers,
+                auth: auth,
+                upstreamClients: clients,
+                logger: logger
             )
-            do {
-                try await body(harness)
-            } catch {
-                await server.shutdown()
-                await fake.stop()
-                http.shutdown()
-                throw error
-            }
-            await server.shutdown()
-            await fake.stop()
-            http.shutdown()
+            try server.start()
+            let follower = Task { await auth.followInvalidations(databaseURL: databaseURL) }
+            return Instance(server: server, auth: auth, follower: follower, upstreamClients: clients)
         }
+
+        func stop() async {
+            await server.shutdown()
+            follower.cancel()
+            for client in upstreamClients.values { client.shutdown() }
+        }
+    }
+
+    /// Another instance on the same database, clock and provider (callbacks go to the first).
+    func startInstance() throws -> Instance {
+        try Instance.start(
+            configuration,
+            database: database,
+            databaseURL: databaseURL,
+            providers: providers,
+            clock: clock,
+            logs: logs,
+            port: try freeLoopbackPort()
+        )
     }
 
     static func loadConfiguration(_ text: String) throws -> TokenGateConfiguration {

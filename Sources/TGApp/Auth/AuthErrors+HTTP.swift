@@ -33,10 +33,14 @@ extension AuthProblem: HTTPResponseError {
         case .invalidToken:
             status = .unauthorized
             fields[.wwwAuthenticate] = #"Bearer realm="tokengate", error="invalid_token""#
+        case .interactionRequired:
+            status = .unauthorized
+            fields[.wwwAuthenticate] = #"Bearer realm="tokengate", error="invalid_token""#
+        case .wrongProvider: status = .forbidden
         case .accountNotFound: status = .notFound
         case .idpUnavailable: status = .serviceUnavailable
         }
-        return Problem(status: status, code: code.rawValue, detail: detail, headerFields: fields).response()
+        return Problem(status: status, code: code.rawValue, detail: detail, headerFields: fields, members: details).response()
     }
 }
 

@@ -1,4 +1,5 @@
 import HTTPTypes
+import TGAuth
 import TGHTTPServer
 
 /// `GET /.well-known/oauth-authorization-server` (RFC 8414): TokenGate as the authorization
@@ -11,7 +12,7 @@ enum AuthorizationServerMetadata {
             "token_endpoint": issuer + "/auth/token",
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
-            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "grant_types_supported": ["authorization_code", "refresh_token", TokenExchangeRequest.grantType],
             "code_challenge_methods_supported": ["S256"],
             // Apps are public clients: PKCE, not a secret, proves them.
             "token_endpoint_auth_methods_supported": ["none"],

@@ -13,7 +13,7 @@ enum TokenEndpoint {
                 guard let value = parameters[name], !value.isEmpty else { throw OAuthError(.invalidRequest, "\(name) is required.") }
                 return value
             }
-            let tokens: IssuedTokens
+            let tokens: any Encodable
             switch parameters["grant_type"] {
             case "authorization_code":
                 tokens = try await service.redeemHandoff(
@@ -27,10 +27,24 @@ enum TokenEndpoint {
                 )
             case "refresh_token":
                 tokens = try await service.refresh(refreshToken: try required("refresh_token"), clientID: try required("client_id"))
+            case TokenExchangeRequest.grantType:
+                tokens = try await service.exchange(
+                    TokenExchangeRequest(
+                        subjectToken: try required("subject_token"),
+                        subjectTokenType: try required("subject_token_type"),
+                        resource: parameters["resource"] ?? parameters["audience"],
+                        scope: parameters["scope"],
+                        requestedTokenType: parameters["requested_token_type"],
+                        clientID: parameters["client_id"]
+                    )
+                )
             case nil:
                 throw OAuthError(.invalidRequest, "grant_type is required.")
             default:
-                throw OAuthError(.unsupportedGrantType, "grant_type must be authorization_code or refresh_token.")
+                throw OAuthError(
+                    .unsupportedGrantType,
+                    "grant_type must be authorization_code, refresh_token or \(TokenExchangeRequest.grantType)."
+                )
             }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

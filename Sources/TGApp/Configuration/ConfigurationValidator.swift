@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import TGCrypto
 
@@ -138,8 +139,24 @@ struct ConfigurationValidator {
             if !seen.insert(upstream.name).inserted { problem("\(path).name", "duplicates another upstream") }
             webURL(upstream.baseURL, "\(path).base_url")
             if !providers.contains(upstream.provider) { problem("\(path).provider", "names no configured provider") }
+            if let url = URLComponents(string: upstream.baseURL), url.query != nil {
+                problem("\(path).base_url", "must have no query (the caller's query is forwarded)")
+            }
             positive(upstream.timeoutSeconds, "\(path).timeout_seconds")
+            positive(upstream.connectTimeoutSeconds, "\(path).connect_timeout_seconds")
             positive(upstream.maxBodyBytes, "\(path).max_body_bytes")
+            positive(upstream.maxConnections, "\(path).max_connections")
+            for method in upstream.methods where !TokenGateConfiguration.Upstream.defaultMethods.contains(method) {
+                problem("\(path).methods", "\(method) is not one of \(TokenGateConfiguration.Upstream.defaultMethods.joined(separator: ", "))")
+            }
+            for (position, prefix) in upstream.pathPrefixes.enumerated() where !prefix.hasPrefix("/") || prefix.contains("..") {
+                problem("\(path).path_prefixes[\(position)]", "must start with / and contain no ..")
+            }
+            for name in upstream.headers.keys.sorted() {
+                if HTTPField.Name(name) == nil || ProxyHeaders.managed.contains(name.lowercased()) {
+                    problem("\(path).headers.\(name)", "is not a header name TokenGate lets configuration set")
+                }
+            }
         }
     }
 

@@ -272,33 +272,6 @@ public struct TokenGateConfiguration: Sendable, Codable {
         }
     }
 
-    /// An API reachable through `/api/{name}/…`.
-    public struct Upstream: Sendable, Codable {
-        public var name: String
-        public var baseURL: String
-        public var provider: String
-        public var scopes: [String]
-        public var timeoutSeconds: Int
-        public var maxBodyBytes: Int
-
-        enum CodingKeys: String, CodingKey, CaseIterable {
-            case name, provider, scopes
-            case baseURL = "base_url"
-            case timeoutSeconds = "timeout_seconds"
-            case maxBodyBytes = "max_body_bytes"
-        }
-
-        public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            name = try c.decode(String.self, forKey: .name)
-            baseURL = try c.value(.baseURL, default: "")
-            provider = try c.value(.provider, default: "")
-            scopes = try c.value(.scopes, default: [])
-            timeoutSeconds = try c.value(.timeoutSeconds, default: 30)
-            maxBodyBytes = try c.value(.maxBodyBytes, default: 10 << 20)
-        }
-    }
-
     /// Lifetimes of TokenGate's own credentials.
     public struct Sessions: Sendable, Codable {
         public var accessTokenTTLSeconds: Int

@@ -16,17 +16,28 @@ public struct Problem: HTTPResponseError, Equatable {
     public var title: String
     public var detail: String
     public var headerFields: HTTPFields
+    /// Extension members (RFC 9457 §3.2), e.g. what a new login needs.
+    public var members: [String: String]
 
-    public init(status: HTTPResponse.Status, code: String, title: String? = nil, detail: String, headerFields: HTTPFields = [:]) {
+    public init(
+        status: HTTPResponse.Status,
+        code: String,
+        title: String? = nil,
+        detail: String,
+        headerFields: HTTPFields = [:],
+        members: [String: String] = [:]
+    ) {
         self.status = status
         self.code = code
         self.title = title ?? status.reasonPhrase
         self.detail = detail
         self.headerFields = headerFields
+        self.members = members
     }
 
     public func response() -> ServerResponse {
-        var object: [String: Any] = ["type": "about:blank", "title": title, "status": status.code, "code": code]
+        var object: [String: Any] = members
+        object.merge(["type": "about:blank", "title": title, "status": status.code, "code": code]) { _, standard in standard }
         object["detail"] = detail
         var fields = headerFields
         fields[.cacheControl] = "no-store"

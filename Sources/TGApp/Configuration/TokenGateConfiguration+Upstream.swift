@@ -1,0 +1,57 @@
+extension TokenGateConfiguration {
+    /// An API reachable through `/api/{name}/…` with the upstream access token of the caller's
+    /// account (DESIGN.md §1 "Proxy").
+    public struct Upstream: Sendable, Codable {
+        public var name: String
+        /// Where calls go: `/api/{name}/me/photo` → `{base_url}/me/photo`. https (http only to
+        /// loopback, for development).
+        public var baseURL: String
+        /// The provider whose tokens this API takes, and the scopes they must carry.
+        public var provider: String
+        public var scopes: [String]
+        /// Methods forwarded; others answer 405.
+        public var methods: [String]
+        /// Paths forwarded (segment prefixes of the path after `/api/{name}`); others answer 403.
+        public var pathPrefixes: [String]
+        /// The whole exchange, response body included, must finish within this.
+        public var timeoutSeconds: Int
+        public var connectTimeoutSeconds: Int
+        /// The largest request body forwarded (413 beyond).
+        public var maxBodyBytes: Int
+        /// Connections to this API at once; more requests wait for one.
+        public var maxConnections: Int
+        /// Header fields added to every forwarded request (replacing the app's).
+        public var headers: [String: String]
+        /// A CA bundle for an API with a private certificate authority.
+        public var caFile: String?
+
+        static let defaultMethods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case name, provider, scopes, methods, headers
+            case baseURL = "base_url"
+            case pathPrefixes = "path_prefixes"
+            case timeoutSeconds = "timeout_seconds"
+            case connectTimeoutSeconds = "connect_timeout_seconds"
+            case maxBodyBytes = "max_body_bytes"
+            case maxConnections = "max_connections"
+            case caFile = "ca_file"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.decode(String.self, forKey: .name)
+            baseURL = try c.value(.baseURL, default: "")
+            provider = try c.value(.provider, default: "")
+            scopes = try c.value(.scopes, default: [])
+            methods = try c.value(.methods, default: Self.defaultMethods).map { $0.uppercased() }
+            pathPrefixes = try c.value(.pathPrefixes, default: ["/"])
+            timeoutSeconds = try c.value(.timeoutSeconds, default: 30)
+            connectTimeoutSeconds = try c.value(.connectTimeoutSeconds, default: 5)
+            maxBodyBytes = try c.value(.maxBodyBytes, default: 10 << 20)
+            maxConnections = try c.value(.maxConnections, default: 1024)
+            headers = try c.value(.headers, default: [:])
+            caFile = try c.decodeIfPresent(String.self, forKey: .caFile)
+        }
+    }
+}

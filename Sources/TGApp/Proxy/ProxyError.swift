@@ -1,0 +1,43 @@
+import HTTPTypes
+import TGHTTPServer
+
+/// Why a proxied call was not forwarded, or failed on the way (problem+json; the upstream's own
+/// errors pass through as they are).
+enum ProxyError: Error, HTTPResponseError, Equatable {
+    case unknownUpstream
+    case methodNotAllowed(allowed: [String])
+    case invalidPath(String)
+    case pathNotAllowed
+    case upstreamUnavailable
+    case upstreamTimeout
+
+    func response() -> ServerResponse {
+        let problem: Problem
+        switch self {
+        case .unknownUpstream:
+            problem = Problem(status: .notFound, code: "unknown_upstream", detail: "No API is configured under this name.")
+        case .methodNotAllowed(let allowed):
+            let list = allowed.joined(separator: ", ")
+            problem = Problem(
+                status: .methodNotAllowed,
+                code: "method_not_allowed",
+                detail: "This API accepts \(list) through TokenGate.",
+                headerFields: [.allow: list]
+            )
+        case .invalidPath(let what):
+            problem = Problem(status: .badRequest, code: "invalid_path", detail: "The path is refused: \(what).")
+        case .pathNotAllowed:
+            problem = Problem(status: .forbidden, code: "path_not_allowed", detail: "This path of the API is not open through TokenGate.")
+        case .upstreamUnavailable:
+            problem = Problem(
+                status: .badGateway,
+                code: "upstream_unavailable",
+                detail: "The API could not be reached; try again shortly.",
+                headerFields: [.retryAfter: "5"]
+            )
+        case .upstreamTimeout:
+            problem = Problem(status: .gatewayTimeout, code: "upstream_timeout", detail: "The API did not answer in time.")
+        }
+        return problem.response()
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import HTTPTypes
+
+/// The header fields of a proxied call, both ways (RFC 9110 §7.6.1): hop-by-hop fields, the
+/// caller's credentials and cookies, forwarding claims the caller made up and TokenGate's own
+/// fields never pass; the upstream token, true forwarding fields and the request id are added.
+enum ProxyHeaders {
+    /// Fields meaningful for one connection only.
+    static let hopByHop: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "proxy-authenticate", "proxy-authorization",
+    ]
+
+    /// Fields the proxy sets or strips itself, which configuration may not set either.
+    static let managed: Set<String> =
+        hopByHop.union([
+            "host", "authorization", "cookie", "content-length", "expect", "forwarded", "x-forwarded-for",
+            "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", "x-forwarded-prefix", "x-real-ip", "x-request-id",
+        ])
+
+    /// What the upstream learns about the original request.
+    struct Forwarding {
+        var clientAddress: String?
+        /// Scheme and host of TokenGate's public base URL.
+        var proto: String
+        var host: String
+        var requestID: String
+    }
+
+    /// The fields to send upstream.
+    static func request(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: [String: String]) -> HTTPFields {
+        let dropped = droppedByConnection(incoming)
+        var fields = HTTPFields()
+        for field in incoming {
+            let name = field.name.canonicalName
+            if managed.contains(name) || dropped.contains(name) || name.hasPrefix("x-tokengate-") { continue }
+            fields.append(field)
+        }
+        for (name, value) in extra.sorted(by: { $0.key < $1.key }) {
+            guard let name = HTTPField.Name(name) else { continue }
+            fields[name] = value
+        }
+        fields[.authorization] = "Bearer \(token)"
+        if let address = forwarding.clientAddress { fields[Self.forwardedFor] = address }
+        fields[Self.forwardedProto] = forwarding.proto
+        fields[Self.forwardedHost] = forwarding.host
+        fields[Application.requestIDField] = forwarding.requestID
+        return fields
+    }
+
+    /// The fields to pass back to the app.
+    static func response(_ upstream: HTTPFields) -> HTTPFields {
+        let dropped = droppedByConnection(upstream)
+        var fields = HTTPFields()
+        for field in upstream {
+            let name = field.name.canonicalName
+            if hopByHop.contains(name) || dropped.contains(name) || name == "set-cookie" || name == "x-request-id" { continue }
+            fields.append(field)
+        }
+        return fields
+    }
+
+    /// Names listed in `Connection` (hop-by-hop by declaration).
+    private static func droppedByConnection(_ fields: HTTPFields) -> Set<String> {
+        var names: Set<String> = []
+        for value in fields[values: .connection] {
+            for name in value.split(separator: ",") { names.insert(name.trimmingCharacters(in: .whitespaces).lowercased()) }
+        }
+        return names
+    }
+
+    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+    static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
+    static let forwardedHost = HTTPField.Name("X-Forwarded-Host")!
+}

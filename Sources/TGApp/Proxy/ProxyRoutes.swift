@@ -1,0 +1,130 @@
+import Foundation
+import HTTPTypes
+import TGAuth
+import TGHTTPClient
+import TGHTTPServer
+
+/// `ANY /api/{upstream}/{path…}` (DESIGN.md §1 "Proxy"): the caller's TokenGate access token is
+/// swapped for the upstream access token of its account and the call goes to the configured API
+/// only; the answer streams back as the API gave it.
+struct ProxyRoutes {
+    /// A configured API and the HTTP client of its own (one slow API cannot take another's
+    /// connections).
+    struct Upstream: Sendable {
+        var settings: TokenGateConfiguration.Upstream
+        var client: HTTPClient
+        var scheme: String
+        var authority: String
+        /// The base URL's path without its trailing `/`.
+        var basePath: String
+
+        init?(_ settings: TokenGateConfiguration.Upstream, client: HTTPClient) {
+            guard let url = URLComponents(string: settings.baseURL), let scheme = url.scheme, let host = url.host else { return nil }
+            self.settings = settings
+            self.client = client
+            self.scheme = scheme.lowercased()
+            authority = url.port.map { "\(url.percentEncodedHost ?? host):\($0)" } ?? (url.percentEncodedHost ?? host)
+            basePath = url.percentEncodedPath.hasSuffix("/") ? String(url.percentEncodedPath.dropLast()) : url.percentEncodedPath
+        }
+    }
+
+    static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options]
+    static let idempotent: Set<HTTPRequest.Method> = [.get, .head, .options, .put, .delete]
+
+    let upstreams: [String: Upstream]
+    let auth: AuthService
+    /// Scheme and host of TokenGate's public base URL (`X-Forwarded-Proto`, `X-Forwarded-Host`).
+    let publicScheme: String
+    let publicHost: String
+
+    static func add(to router: inout Router, upstreams: [Upstream], auth: AuthService, publicBaseURL: String) {
+        let base = URLComponents(string: publicBaseURL)
+        let routes = ProxyRoutes(
+            upstreams: Dictionary(upstreams.map { ($0.settings.name, $0) }, uniquingKeysWith: { first, _ in first }),
+            auth: auth,
+            publicScheme: base?.scheme ?? "http",
+            publicHost: base.map { components in components.port.map { "\(components.host ?? ""):\($0)" } ?? components.host ?? "" } ?? ""
+        )
+        for method in methods {
+            router.add(method, "/api/{upstream}/**", .async { request, info in try await routes.forward(request, info) })
+        }
+    }
+
+    private func forward(_ request: ServerRequest, _ info: RequestInfo) async throws -> ServerResponse {
+        guard let upstream = upstreams[info.parameters["upstream"] ?? ""] else { throw ProxyError.unknownUpstream }
+        let settings = upstream.settings
+        let method = request.head.method
+        guard settings.methods.contains(method.rawValue) else { throw ProxyError.methodNotAllowed(allowed: settings.methods) }
+        let target = try ProxyTarget(rest: info.parameters["rest"] ?? "")
+        guard target.isAllowed(by: settings.pathPrefixes) else { throw ProxyError.pathNotAllowed }
+        let session = try await auth.authenticateForAPI(accessToken: try AuthRoutes.bearer(request))
+        guard session.account.provider == settings.provider else {
+            throw AuthProblem(
+                .wrongProvider,
+                "This API takes accounts of provider \(settings.provider); this token's account is of \(session.account.provider)."
+            )
+        }
+        var token = try await auth.upstreamAccessToken(for: session, scopes: settings.scopes)
+        var response = try await send(request, to: upstream, target: target, token: token.value, info: info)
+        if response.head.status == .unauthorized, Self.idempotent.contains(method), Self.saysInvalidToken(response.head) {
+            // The API refused a token that looked valid (revoked, or rotated keys): one fresh
+            // token and one more try.
+            response.cancel()
+            token = try await auth.upstreamAccessToken(for: session, scopes: settings.scopes, rejected: token.value)
+            response = try await send(request, to: upstream, target: target, token: token.value, info: info)
+        }
+        return Self.relay(response)
+    }
+
+    private func send(
+        _ request: ServerRequest,
+        to upstream: Upstream,
+        target: ProxyTarget,
+        token: String,
+        info: RequestInfo
+    ) async throws -> HTTPClientStreamingResponse {
+        let forwarding = ProxyHeaders.Forwarding(
+            clientAddress: info.clientAddress,
+            proto: publicScheme,
+            host: publicHost,
+            requestID: info.requestID
+        )
+        let query = request.rawQuery
+        let head = HTTPRequest(
+            method: request.head.method,
+            scheme: upstream.scheme,
+            authority: upstream.authority,
+            path: upstream.basePath + target.rawPath + (query.map { "?" + $0 } ?? ""),
+            headerFields: ProxyHeaders.request(request.head.headerFields, token: token, forwarding: forwarding, extra: upstream.settings.headers)
+        )
+        let method = request.head.method
+        let body: HTTPClientRequestBody =
+            request.body.isEmpty && ![.post, .put, .patch].contains(method) ? .none : .bytes(request.body)
+        do {
+            return try await upstream.client.stream(head, body: body, timeout: .seconds(upstream.settings.timeoutSeconds))
+        } catch let error as HTTPClientError {
+            throw error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable
+        }
+    }
+
+    /// RFC 6750 §3.1: the API says the token itself is the problem.
+    static func saysInvalidToken(_ head: HTTPResponse) -> Bool {
+        head.headerFields[values: .wwwAuthenticate].contains { $0.contains("invalid_token") }
+    }
+
+    /// The API's answer as it is: status, end-to-end fields and the body, streamed.
+    static func relay(_ response: HTTPClientStreamingResponse) -> ServerResponse {
+        ServerResponse(
+            status: response.head.status,
+            headerFields: ProxyHeaders.response(response.head.headerFields),
+            body: .stream { writer in
+                do {
+                    for try await chunk in response { try await writer.write(chunk) }
+                } catch {
+                    response.cancel()
+                    throw error
+                }
+            }
+        )
+    }
+}

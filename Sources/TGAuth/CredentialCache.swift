@@ -1,0 +1,141 @@
+public import Foundation
+import Synchronization
+import TGPostgres
+
+/// An upstream access token and when it expires.
+public struct UpstreamAccessToken: Sendable, Equatable {
+    public var value: String
+    public var expiresAt: Date
+    /// The scopes it was asked for.
+    public var scopes: [String]
+    public var issuedAt: Date
+
+    public init(value: String, expiresAt: Date, scopes: [String], issuedAt: Date) {
+        self.value = value
+        self.expiresAt = expiresAt
+        self.scopes = scopes
+        self.issuedAt = issuedAt
+    }
+}
+
+/// What one instance keeps in memory so that a proxied call needs no database round trip: the
+/// sessions of bearer tokens seen lately and upstream access tokens. Entries end with what they
+/// describe, and every entry of an account goes at once when the account changes anywhere
+/// (``invalidate(accounts:)``, fed by this instance's own changes and by the database's
+/// `tokengate_invalidate` notifications from every instance).
+///
+/// A lookup that read the database before an invalidation of its account must not put what it
+/// read back: callers take a ``ticket`` before reading and present it when storing.
+public final class CredentialCache: Sendable {
+    struct TokenKey: Hashable {
+        var account: UUID
+        var scopeKey: String
+    }
+
+    struct Entries {
+        var sessions: [PostgresBytes: (context: SessionContext, validUntil: Date)] = [:]
+        var tokens: [TokenKey: UpstreamAccessToken] = [:]
+        var keysByAccount: [UUID: (sessions: Set<PostgresBytes>, scopeKeys: Set<String>)] = [:]
+        /// Bumped by every invalidation.
+        var epoch: UInt64 = 0
+        /// The epoch at which an account was last invalidated, and when (pruned after a minute).
+        var invalidated: [UUID: (epoch: UInt64, at: Date)] = [:]
+        /// Everything was dropped at this epoch (the notification connection was lost).
+        var clearedAt: UInt64 = 0
+    }
+
+    /// Taken before a database read; stale once an invalidation of the account happened since.
+    public struct Ticket: Sendable {
+        let epoch: UInt64
+    }
+
+    private let state = Mutex(Entries())
+    private let capacity: Int
+
+    /// `capacity` bounds sessions and tokens each; when full, a new entry evicts an arbitrary one.
+    public init(capacity: Int = 100_000) {
+        self.capacity = max(1, capacity)
+    }
+
+    public func ticket() -> Ticket { Ticket(epoch: state.withLock { $0.epoch }) }
+
+    /// The cached session of a bearer token's hash, if still valid at `now`.
+    func session(_ hash: PostgresBytes, now: Date) -> SessionContext? {
+        state.withLock { entries in
+            guard let entry = entries.sessions[hash] else { return nil }
+            guard entry.validUntil > now else {
+                entries.sessions[hash] = nil
+                return nil
+            }
+            return entry.context
+        }
+    }
+
+    func store(session context: SessionContext, hash: PostgresBytes, validUntil: Date, ticket: Ticket) {
+        state.withLock { entries in
+            guard Self.isFresh(ticket, account: context.account.id, in: entries) else { return }
+            if entries.sessions.count >= capacity, let victim = entries.sessions.keys.first {
+                entries.sessions[victim] = nil
+            }
+            entries.sessions[hash] = (context, validUntil)
+            entries.keysByAccount[context.account.id, default: ([], [])].sessions.insert(hash)
+        }
+    }
+
+    /// The cached upstream token of an account for a scope key (whatever its expiry).
+    func token(account: UUID, scopeKey: String) -> UpstreamAccessToken? {
+        state.withLock { $0.tokens[TokenKey(account: account, scopeKey: scopeKey)] }
+    }
+
+    func store(token: UpstreamAccessToken, account: UUID, scopeKey: String, ticket: Ticket) {
+        state.withLock { entries in
+            guard Self.isFresh(ticket, account: account, in: entries) else { return }
+            let key = TokenKey(account: account, scopeKey: scopeKey)
+            if entries.tokens.count >= capacity, entries.tokens[key] == nil, let victim = entries.tokens.keys.first {
+                entries.tokens[victim] = nil
+            }
+            entries.tokens[key] = token
+            entries.keysByAccount[account, default: ([], [])].scopeKeys.insert(scopeKey)
+        }
+    }
+
+    /// Drops everything held for `accounts` and refuses what lookups started earlier would store.
+    public func invalidate(accounts: some Sequence<UUID>, now: Date = Date()) {
+        state.withLock { entries in
+            entries.epoch &+= 1
+            for account in accounts {
+                entries.invalidated[account] = (entries.epoch, now)
+                guard let keys = entries.keysByAccount.removeValue(forKey: account) else { continue }
+                for hash in keys.sessions { entries.sessions[hash] = nil }
+                for scopeKey in keys.scopeKeys { entries.tokens[TokenKey(account: account, scopeKey: scopeKey)] = nil }
+            }
+            if entries.invalidated.count > 4096 {
+                let horizon = now.addingTimeInterval(-60)
+                entries.invalidated = entries.invalidated.filter { $0.value.at > horizon }
+            }
+        }
+    }
+
+    /// Drops everything (notifications may have been missed).
+    public func invalidateAll() {
+        state.withLock { entries in
+            entries.epoch &+= 1
+            entries.clearedAt = entries.epoch
+            entries.sessions = [:]
+            entries.tokens = [:]
+            entries.keysByAccount = [:]
+            entries.invalidated = [:]
+        }
+    }
+
+    /// Entries held now (sessions, tokens), for tests and metrics.
+    public var counts: (sessions: Int, tokens: Int) {
+        state.withLock { ($0.sessions.count, $0.tokens.count) }
+    }
+
+    private static func isFresh(_ ticket: Ticket, account: UUID, in entries: Entries) -> Bool {
+        guard ticket.epoch >= entries.clearedAt else { return false }
+        guard let invalidated = entries.invalidated[account] else { return true }
+        return invalidated.epoch <= ticket.epoch
+    }
+}

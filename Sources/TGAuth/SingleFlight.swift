@@ -1,0 +1,32 @@
+import Synchronization
+
+/// Runs at most one task per key at a time in this process: a caller asking for a key already
+/// in flight awaits that task's result instead of starting another. The task is not a child of
+/// any caller, so a caller that gives up (client gone, deadline) does not cancel the work the
+/// others wait for, nor leave it half done.
+final class SingleFlight<Value: Sendable>: Sendable {
+    private let flights = Mutex<[String: (id: UInt64, task: Task<Value, any Error>)]>([:])
+    private let nextID = Atomic<UInt64>(0)
+    private let joins = Atomic<Int>(0)
+
+    /// Callers that joined a flight another caller started.
+    var joinCount: Int { joins.load(ordering: .relaxed) }
+
+    func run(_ key: String, _ work: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        let task = flights.withLock { flights -> Task<Value, any Error> in
+            if let existing = flights[key] {
+                joins.add(1, ordering: .relaxed)
+                return existing.task
+            }
+            let id = nextID.add(1, ordering: .relaxed).newValue
+            // The task removes itself; it waits for this lock, so it is registered before that.
+            let task = Task<Value, any Error> {
+                defer { self.flights.withLock { if $0[key]?.id == id { $0[key] = nil } } }
+                return try await work()
+            }
+            flights[key] = (id, task)
+            return task
+        }
+        return try await task.value
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import Logging
+import TGOIDC
+import TGPostgres
+
+/// An API behind TokenGate: the provider whose tokens it takes and the scopes they need.
+public struct UpstreamResource: Sendable, Equatable {
+    public var name: String
+    public var provider: String
+    public var scopes: [String]
+
+    public init(name: String, provider: String, scopes: [String]) {
+        self.name = name
+        self.provider = provider
+        self.scopes = scopes
+    }
+}
+
+extension AuthService {
+    /// The session of a bearer token, for API calls: from memory when this instance saw it lately
+    /// (so calls keep working while the database is away), else from the database.
+    public func authenticateForAPI(accessToken: String) async throws -> SessionContext {
+        let invalid = AuthProblem(.invalidToken, "The access token is invalid or expired. Refresh it, or log in again.")
+        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw invalid }
+        let now = clock.now()
+        if let context = cache.session(hash, now: now) { return context }
+        let ticket = cache.ticket()
+        guard let context = try await session(hash: hash, requireValid: true) else { throw invalid }
+        cache.store(session: context, hash: hash, validUntil: min(context.accessTokenExpiresAt, context.expiresAt), ticket: ticket)
+        return context
+    }
+
+    /// A valid upstream access token of the session's account for `scopes`: from memory, else
+    /// from the database, else from one refresh with the stored refresh token. However many
+    /// requests on however many instances ask at once, the provider sees one refresh: this
+    /// process runs one flight per account and scope set, and instances take turns on the grant's
+    /// row lock, the later ones finding the token the first one stored.
+    ///
+    /// `rejected` is a token the API refused (401 `invalid_token`): it is not handed out again.
+    /// A grant the provider rejects marks the account stale and ends its sessions
+    /// (``AuthProblem/Code/interactionRequired``); an unreachable provider keeps the grant and
+    /// answers ``AuthProblem/Code/idpUnavailable`` unless a still-valid token can be served.
+    public func upstreamAccessToken(
+        for context: SessionContext,
+        scopes: [String],
+        rejected: String? = nil
+    ) async throws -> UpstreamAccessToken {
+        let scopeKey = Self.scopeKey(scopes)
+        let account = context.account
+        if let cached = cache.token(account: account.id, scopeKey: scopeKey), cached.value != rejected,
+            isFresh(cached, now: clock.now())
+        {
+            return cached
+        }
+        return try await refreshes.run("\(account.id.uuidString) \(scopeKey)") {
+            try await self.obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected)
+        }
+    }
+
+    /// Scopes in a canonical order, the key of the token cache.
+    static func scopeKey(_ scopes: [String]) -> String {
+        Set(scopes).sorted().joined(separator: " ")
+    }
+
+    /// Not expiring before the refresh margin: the shorter of the configured margin and a quarter
+    /// of the token's lifetime (a provider issuing 2-minute tokens is not asked every call).
+    func isFresh(_ token: UpstreamAccessToken, now: Date) -> Bool {
+        let lifetime = token.expiresAt.timeIntervalSince(token.issuedAt)
+        return token.expiresAt.timeIntervalSince(now) > min(settings.upstreamRefreshAhead, lifetime / 4)
+    }
+
+    private func obtainUpstreamToken(
+        _ account: AccountSummary,
+        scopes: [String],
+        scopeKey: String,
+        rejected: String?
+    ) async throws -> UpstreamAccessToken {
+        let ticket = cache.ticket()
+        let now = clock.now()
+        let usable = { (token: UpstreamAccessToken?) -> UpstreamAccessToken? in
+            guard let token, token.value != rejected, token.expiresAt > now else { return nil }
+            return token
+        }
+        var fallback = usable(cache.token(account: account.id, scopeKey: scopeKey))
+        var rotation: UpstreamRotation?
+        let outcome: UpstreamRefreshOutcome
+        do {
+            if let stored = usable(try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: nil)) {
+                if isFresh(stored, now: now) {
+                    cache.store(token: stored, account: account.id, scopeKey: scopeKey, ticket: ticket)
+                    return stored
+                }
+                fallback = fallback ?? stored
+            }
+            outcome = try await database.withTransaction { connection in
+                try await refreshUpstream(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, now: now, on: connection) {
+                    rotation = $0
+                }
+            }
+        } catch {
+            // The provider may have rotated the grant already: its answer must not be lost with
+            // the database connection. Serve the new token and write the grant when possible.
+            if let rotation {
+                rescue(rotation)
+                cache.store(token: rotation.token, account: account.id, scopeKey: scopeKey, ticket: ticket)
+                return rotation.token
+            }
+            if let fallback, error is PostgresError { return fallback }
+            throw error
+        }
+        switch outcome {
+        case .token(let token):
+            cache.store(token: token, account: account.id, scopeKey: scopeKey, ticket: ticket)
+            return token
+        case .grantRejected:
+            cache.invalidate(accounts: [account.id])
+            throw interactionRequired(account)
+        case .providerUnavailable(let retryAfter):
+            if let fallback { return fallback }
+            throw AuthProblem(.idpUnavailable, "The identity provider cannot be reached; try again shortly.", retryAfter: retryAfter)
+        }
+    }
+
+    /// The answer for an account whose grant the provider no longer honours.
+    func interactionRequired(_ account: AccountSummary) -> AuthProblem {
+        var details = ["login_endpoint": "/auth/login", "provider": account.provider]
+        if let hint = account.email ?? account.preferredUsername { details["login_hint"] = hint }
+        return AuthProblem(
+            .interactionRequired,
+            "The identity provider no longer accepts this account's sign-in; its sessions have ended. Start a new login.",
+            details: details
+        )
+    }
+
+    /// The stored access token of an account for a scope key, opened, whatever its expiry.
+    func storedUpstreamToken(_ account: UUID, scopeKey: String, on connection: PostgresConnection?) async throws -> UpstreamAccessToken? {
+        let query: PostgresQuery = """
+            SELECT access_token, expires_at, created_at FROM upstream_access_tokens
+            WHERE account_id = \(account) AND scope_key = \(scopeKey)
+            """
+        let rows: PostgresRows
+        if let connection { rows = try await connection.query(query) } else { rows = try await database.query(query) }
+        guard let row = rows.first else { return nil }
+        let sealed = try row.decode(PostgresBytes.self, "access_token")
+        guard let value = try? vault.open(sealed, context: TokenVault.Context.accessToken(account, scopeKey: scopeKey)) else {
+            return nil
+        }
+        return UpstreamAccessToken(
+            value: value,
+            expiresAt: try row.decode(Date.self, "expires_at"),
+            scopes: scopeKey.split(separator: " ").map(String.init),
+            issuedAt: try row.decode(Date.self, "created_at")
+        )
+    }
+}

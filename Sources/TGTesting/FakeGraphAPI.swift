@@ -1,0 +1,140 @@
+import Foundation
+public import HTTPTypes
+import Synchronization
+import TGHTTPServer
+
+/// A Graph-shaped API on loopback for proxy tests and benchmarks: it checks bearer tokens with a
+/// closure (e.g. ``FakeIdentityProvider/subject(ofAccessToken:)``), records what it received, and
+/// serves the shapes that matter: JSON, binary `$value` bodies, large streamed bodies, slow
+/// answers, chosen statuses with `Retry-After`, and `@odata.nextLink` pages.
+///
+/// Paths: `/me`, `/me/photo/$value`, `/echo` (what arrived, as JSON), `/bytes?count=N` (N bytes,
+/// streamed), `/slow?ms=N`, `/status/{code}`, `/users` (a page with an absolute next link).
+public final class FakeGraphAPI: Sendable {
+    /// A request as the API saw it.
+    public struct Received: Sendable {
+        public var method: String
+        public var path: String
+        public var headerFields: HTTPFields
+        public var bodyCount: Int
+    }
+
+    private let server: HTTPServer
+    private let log = Mutex<[Received]>([])
+    private let rejections = Mutex<Int>(0)
+    public let baseURL: String
+
+    /// The photo `/me/photo/$value` serves: every byte value, 64 times.
+    public static let photo: [UInt8] = (0..<(256 * 64)).map { UInt8($0 & 0xFF) }
+
+    /// Starts on a free loopback port; `subject` says who a token belongs to (nil: refused).
+    public init(threads: Int = 2, subject: @escaping @Sendable (String) -> String?) throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.threads = threads
+        configuration.connectionLimit = 20_000
+        configuration.requestTimeout = .seconds(120)
+        configuration.maxBodySize = 64 << 20
+        let box = Mutex<FakeGraphAPI?>(nil)
+        server = HTTPServer(configuration: configuration) { request in
+            guard let api = box.withLock({ $0 }) else { return .response(ServerResponse(status: .serviceUnavailable)) }
+            return api.handle(request, subject: subject)
+        }
+        try server.start()
+        baseURL = "http://127.0.0.1:\(server.port)"
+        box.withLock { $0 = self }
+    }
+
+    public func stop() async { await server.shutdown() }
+
+    /// Everything received so far.
+    public var received: [Received] { log.withLock { $0 } }
+
+    /// Refuse the next `count` valid tokens with 401 `invalid_token` (a token revoked upstream).
+    public func rejectNextTokens(_ count: Int) { rejections.withLock { $0 = count } }
+
+    private func handle(_ request: ServerRequest, subject: @Sendable (String) -> String?) -> HTTPServer.Reply {
+        let path = String(request.path)
+        log.withLock {
+            $0.append(
+                Received(method: request.head.method.rawValue, path: path, headerFields: request.head.headerFields, bodyCount: request.body.count)
+            )
+        }
+        let authorization = request.head.headerFields[.authorization] ?? ""
+        let token = authorization.hasPrefix("Bearer ") ? String(authorization.dropFirst(7)) : ""
+        let rejectThis = rejections.withLock { remaining in
+            guard remaining > 0 else { return false }
+            remaining -= 1
+            return true
+        }
+        guard let user = subject(token), !rejectThis else {
+            return .response(
+                ServerResponse(
+                    status: .unauthorized,
+                    contentType: "application/json",
+                    body: #"{"error":{"code":"InvalidAuthenticationToken","message":"Access token is invalid."}}"#,
+                    headerFields: [.wwwAuthenticate: #"Bearer realm="fake-graph", error="invalid_token""#]
+                )
+            )
+        }
+        switch path {
+        case "/me":
+            return .response(Self.json(["id": user, "displayName": "User \(user)"]))
+        case "/me/photo/$value":
+            return .response(ServerResponse(status: .ok, headerFields: [.contentType: "image/jpeg"], body: .bytes(Self.photo)))
+        case "/echo":
+            var headers: [String: String] = [:]
+            for field in request.head.headerFields {
+                headers[field.name.canonicalName, default: ""] += (headers[field.name.canonicalName] == nil ? "" : ", ") + field.value
+            }
+            let object: [String: Any] = [
+                "method": request.head.method.rawValue, "path": path, "query": request.rawQuery.map(String.init) ?? "",
+                "headers": headers, "body_count": request.body.count,
+            ]
+            return .response(Self.json(object))
+        case "/bytes":
+            let count = Int(request.queryValue("count") ?? "") ?? 0
+            return .response(
+                ServerResponse(
+                    status: .ok,
+                    headerFields: [.contentType: "application/octet-stream"],
+                    body: .stream { writer in
+                        let chunk = [UInt8](repeating: 0x5A, count: 1 << 16)
+                        var left = count
+                        while left > 0 {
+                            let size = min(left, chunk.count)
+                            try await writer.write(size == chunk.count ? chunk : Array(chunk[0..<size]))
+                            left -= size
+                        }
+                    }
+                )
+            )
+        case "/slow":
+            let millis = Int(request.queryValue("ms") ?? "") ?? 1000
+            return .async { _ in
+                try? await Task.sleep(for: .milliseconds(millis))
+                return Self.json(["slept_ms": millis])
+            }
+        case "/users":
+            return .response(Self.json(["value": [["id": "1"]], "@odata.nextLink": baseURL + "/users?$skiptoken=abc"]))
+        default:
+            if path.hasPrefix("/status/"), let code = Int(path.dropFirst(8)), (200...599).contains(code) {
+                var fields: HTTPFields = [:]
+                if code == 429 || code == 503 { fields[.retryAfter] = "7" }
+                return .response(
+                    ServerResponse(
+                        status: HTTPResponse.Status(code: code),
+                        contentType: "application/json",
+                        body: #"{"status":\#(code)}"#,
+                        headerFields: fields
+                    )
+                )
+            }
+            return .response(ServerResponse(status: .notFound, contentType: "application/json", body: #"{"error":{"code":"NotFound"}}"#))
+        }
+    }
+
+    private static func json(_ object: [String: Any]) -> ServerResponse {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return ServerResponse(status: .ok, headerFields: [.contentType: "application/json"], body: .bytes(Array(data)))
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import HTTPTypes
+import TGHTTPClient
+import TGTesting
+import Testing
+
+/// `/api/{upstream}/…` against a fake Graph-shaped API that trusts the fake provider's tokens.
+@Suite struct ProxyTests {
+    static let paths = #", path_prefixes: ["/me", "/echo", "/bytes", "/slow", "/status", "/users"], methods: [GET, HEAD, POST, PUT, DELETE]"#
+
+    @Test func forwardsWithTheUpstreamTokenAndOnlyEndToEndHeaders() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            let result = try await curl([
+                "-i", harness.baseURL + "/api/graph/echo?$select=id,displayName&x=1", "-H", "Authorization: Bearer \(token)",
+                "-H", "Cookie: tg_session=secret", "-H", "X-Forwarded-For: 6.6.6.6", "-H", "X-Forwarded-Host: evil.example",
+                "-H", "Connection: keep-alive, X-Hop", "-H", "X-Hop: dropped", "-H", "X-TokenGate-Debug: 1",
+                "-H", "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "-H", "X-Custom: kept",
+            ])
+            #expect(result.status == 200, "\(result.body)")
+            let echo = result.json
+            let headers = try #require(echo["headers"] as? [String: String])
+            let upstreamToken = try #require(headers["authorization"]).replacingOccurrences(of: "Bearer ", with: "")
+            #expect(upstreamToken != token)
+            #expect(harness.fake.subject(ofAccessToken: upstreamToken) == "alice")
+            #expect(echo["query"] as? String == "$select=id,displayName&x=1")
+            #expect(headers["cookie"] == nil)
+            #expect(headers["x-hop"] == nil)
+            #expect(headers["x-tokengate-debug"] == nil)
+            #expect(headers["x-forwarded-for"] == "127.0.0.1")
+            #expect(headers["x-forwarded-host"] == String(harness.baseURL.dropFirst("http://".count)))
+            #expect(headers["x-forwarded-proto"] == "http")
+            #expect(headers["traceparent"] == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            #expect(headers["x-custom"] == "kept")
+            #expect(headers["x-request-id"] == result.header("X-Request-ID"))
+            // The TokenGate token never reaches the API, in any header.
+            #expect(!harness.graph!.received.contains { request in request.headerFields.contains { $0.value.contains(token) } })
+        }
+    }
+
+    @Test func refusesWhatTheAllowlistDoesNotOpenWithoutCallingTheAPI() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            func status(_ method: String, _ path: String) async throws -> (Int?, String?) {
+                let result = try await curl(["-i", "-X", method, "--path-as-is", harness.baseURL + path, "-H", "Authorization: Bearer \(token)"])
+                return (result.status, result.json["code"] as? String)
+            }
+            #expect(try await status("GET", "/api/nope/me") == (404, "unknown_upstream"))
+            #expect(try await status("PATCH", "/api/graph/me") == (405, "method_not_allowed"))
+            #expect(try await status("GET", "/api/graph/admin/users") == (403, "path_not_allowed"))
+            #expect(try await status("GET", "/api/graph/meeting") == (403, "path_not_allowed"))
+            for path in [
+                "/api/graph/me/../admin", "/api/graph/me/%2e%2e/admin", "/api/graph/me/%2E%2e/admin", "/api/graph/me%2f..%2fadmin",
+                "/api/graph/me//admin", "/api/graph/me/%5c..%5cadmin", "/api/graph/me/%252e%252e/admin", "/api/graph/me/%00",
+                "/api/graph/me/.", "/api/graph/me/%zz",
+            ] {
+                let (code, problem) = try await status("GET", path)
+                #expect(code == 400 || code == 404, "\(path) → \(code ?? 0)")
+                if code == 400 { #expect(problem == "invalid_path", "\(path)") }
+            }
+            #expect(harness.graph!.received.isEmpty)
+            // No token, or TokenGate's refresh token: 401, nothing forwarded.
+            let anonymous = try await curl(["-i", harness.baseURL + "/api/graph/me"])
+            #expect(anonymous.status == 401)
+            #expect(harness.graph!.received.isEmpty)
+        }
+    }
+
+    @Test func passesStatusesRetryAfterBinaryBodiesAndNextLinksThrough() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            for code in [429, 503, 500, 404] {
+                let result = try await harness.get("/api/graph/status/\(code)", bearer: token)
+                #expect(result.status == code)
+                #expect(result.json["status"] as? Int == code)
+                if code == 429 || code == 503 { #expect(result.header("Retry-After") == "7") }
+            }
+            let photo = try await harness.http.send(
+                .init(
+                    method: .get,
+                    scheme: "http",
+                    authority: String(harness.baseURL.dropFirst(7)),
+                    path: "/api/graph/me/photo/$value",
+                    headerFields: [.authorization: "Bearer \(token)"]
+                ),
+                timeout: .seconds(10)
+            )
+            #expect(photo.head.status.code == 200)
+            #expect(photo.head.headerFields[.contentType] == "image/jpeg")
+            #expect(photo.body == FakeGraphAPI.photo)
+            let users = try await harness.get("/api/graph/users", bearer: token)
+            // The next link is the API's own, absolute URL (docs/proxy.md says how apps follow it).
+            #expect((users.json["@odata.nextLink"] as? String)?.hasPrefix(harness.graph!.baseURL) == true)
+        }
+    }
+
+    @Test func refreshesOnceAndRetriesWhenTheAPIRejectsTheToken() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            let refreshes = harness.fake.refreshCount
+            harness.graph!.rejectNextTokens(1)
+            let retried = try await harness.get("/api/graph/me", bearer: token)
+            #expect(retried.status == 200)
+            #expect(harness.fake.refreshCount == refreshes + 1)
+            // Not for a POST (it may not be repeated): the API's 401 is passed back as it is.
+            harness.graph!.rejectNextTokens(1)
+            let posted = try await curl([
+                "-i", "-X", "POST", harness.baseURL + "/api/graph/echo", "-H", "Authorization: Bearer \(token)", "--data-raw", "x=1",
+            ])
+            #expect(posted.status == 401)
+            #expect(posted.body.contains("InvalidAuthenticationToken"))
+            #expect(harness.fake.refreshCount == refreshes + 1)
+        }
+    }
+
+    @Test func answers504AfterTheTimeoutAnd502WhenTheAPIIsDown() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths + ", timeout_seconds: 1") { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            let slow = try await harness.get("/api/graph/slow", query: [("ms", "3000")], bearer: token)
+            #expect(slow.status == 504)
+            #expect(slow.json["code"] as? String == "upstream_timeout")
+            await harness.graph!.stop()
+            let down = try await harness.get("/api/graph/me", bearer: token)
+            #expect(down.status == 502)
+            #expect(down.json["code"] as? String == "upstream_unavailable")
+        }
+    }
+
+    @Test func forwardsRequestBodiesUpToTheLimitAndRefusesLargerOnes() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths + ", max_body_bytes: 3000000") { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("tg-body-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: file) }
+            try Data(repeating: 0x41, count: 2_500_000).write(to: file)
+            let accepted = try await curl([
+                "-i", "-X", "PUT", harness.baseURL + "/api/graph/echo", "-H", "Authorization: Bearer \(token)",
+                "-H", "Content-Type: application/octet-stream", "-H", "Expect:", "--data-binary", "@" + file.path,
+            ])
+            #expect(accepted.status == 200)
+            #expect(accepted.json["body_count"] as? Int == 2_500_000)
+            try Data(repeating: 0x41, count: 3_500_000).write(to: file)
+            let refused = try await curl([
+                "-i", "-X", "PUT", harness.baseURL + "/api/graph/echo", "-H", "Authorization: Bearer \(token)",
+                "--data-binary", "@" + file.path,
+            ])
+            #expect(refused.status == 413)
+        }
+    }
+}
