@@ -177,7 +177,7 @@ let package = Package(
         .testTarget(
             name: "TGAppTests",
             dependencies: [
-                "TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGTesting",
+                "TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGTesting",
                 .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strictSettings

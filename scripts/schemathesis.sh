@@ -122,32 +122,8 @@ wait_for "$base/readyz" 20 "$server_pid" \
 bearer=()
 {
     # One real login through the provider: the browser's steps and the app's, as curl would do them.
-    tokens=$(python3 - "$base" <<'EOF'
-import base64, hashlib, json, secrets, sys, urllib.parse
-import requests
-
-base = sys.argv[1]
-verifier = secrets.token_urlsafe(48)
-challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-redirect_uri = "com.example.app:/oauth2redirect"
-login = requests.get(f"{base}/auth/login", headers={"Accept": "application/json"}, timeout=10, params={
-    "client_id": "demo-app", "redirect_uri": redirect_uri, "response_type": "code", "state": "st",
-    "code_challenge": challenge, "code_challenge_method": "S256"})
-login.raise_for_status()
-# The provider's login form: POST sub=<user> to the authorization URL.
-at_provider = requests.post(login.json()["authorization_url"], data={"sub": "alice"}, allow_redirects=False, timeout=10)
-assert at_provider.status_code == 302, f"provider answered {at_provider.status_code}"
-callback = requests.get(at_provider.headers["Location"], allow_redirects=False, timeout=10)
-assert callback.status_code == 302, f"callback answered {callback.status_code}: {callback.text}"
-app = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(callback.headers["Location"]).query))
-assert "code" in app, f"no handoff code: {callback.headers['Location']}"
-token = requests.post(f"{base}/auth/token", timeout=10, data={
-    "grant_type": "authorization_code", "code": app["code"], "code_verifier": verifier,
-    "redirect_uri": redirect_uri, "client_id": "demo-app"})
-assert token.status_code == 200, f"token answered {token.status_code}: {token.text}"
-print(json.dumps(token.json()))
-EOF
-    ) || { echo "schemathesis.sh: the login through oidc-provider-mock failed" >&2; exit 1; }
+    tokens=$(python3 "$root/scripts/mock_login.py" "$base" demo-app com.example.app:/oauth2redirect alice) \
+        || { echo "schemathesis.sh: the login through oidc-provider-mock failed" >&2; exit 1; }
     access_token=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["access_token"])' "$tokens")
     bearer=(--header "Authorization: Bearer $access_token")
 }

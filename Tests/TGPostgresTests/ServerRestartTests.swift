@@ -3,66 +3,6 @@ import TGPostgres
 import TGTesting
 import Testing
 
-/// A PostgreSQL cluster of this test's own (so restarting it disturbs no other suite), driven by
-/// the project's scripts/pg.sh.
-struct PrivateCluster {
-    let directory: String
-    let port: Int
-    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../scripts/pg.sh").standardized.path
-
-    /// Starts a new cluster on a random port below Linux's ephemeral range (32768 and up), where
-    /// no client socket of a concurrently running test can be holding it; tries another port if
-    /// one is taken all the same.
-    static func start() async throws -> (PrivateCluster, String) {
-        var lastError: any Error = ScriptFailed(command: "start")
-        for _ in 0..<3 {
-            let base = FileManager.default.temporaryDirectory.appendingPathComponent("tg-restart-\(UUID().uuidString.prefix(8))").path
-            try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-            let cluster = PrivateCluster(directory: base + "/pg", port: 20000 + Int.random(in: 0..<10000))
-            do {
-                let url = try await cluster.run("start").trimmingCharacters(in: .whitespacesAndNewlines)
-                return (cluster, url)
-            } catch {
-                lastError = error
-                _ = try? await cluster.run("stop")
-                cluster.remove()
-            }
-        }
-        throw lastError
-    }
-
-    @discardableResult
-    func run(_ command: String) async throws -> String {
-        let (directory, port) = (self.directory, self.port)
-        return try await offPool {
-            // Output goes to a file, not a pipe: the server daemon would inherit the pipe and keep it open.
-            let outputPath = directory + ".out"
-            _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-            let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/bash")
-            process.arguments = [PrivateCluster.script, command, directory, String(port)]
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            try output.close()
-            let data = FileManager.default.contents(atPath: outputPath) ?? Data()
-            guard process.terminationStatus == 0 else { throw ScriptFailed(command: command) }
-            return String(decoding: data, as: UTF8.self)
-        }
-    }
-
-    func remove() {
-        try? FileManager.default.removeItem(atPath: (directory as NSString).deletingLastPathComponent)
-    }
-}
-
-struct ScriptFailed: Error {
-    var command: String
-}
-
 @Suite struct ServerRestartTests {
     @Test func theSamePoolWorksAgainAfterThePostgreSQLServerRestarts() async throws {
         _ = try TestDatabase.adminURL()  // runs under `make test` only, like every database test
