@@ -8,6 +8,7 @@
 //     GET /async-yield  async handler that yields (Task.yield) once
 //     GET /async-io     async handler that awaits work completed by another thread, as a libpq or
 //                       libcurl completion is: always suspend -> other thread -> resume
+//     GET /sleep        answers after one second (a slow upstream for bench/proxy.sh)
 //     GET /proxy/...    one-hop proxy to UPSTREAM (host:port) through the libcurl client, with a
 //                       static Authorization header (like nginx proxy_pass + proxy_set_header)
 import Foundation
@@ -86,6 +87,7 @@ let client = HTTPClient(configuration: clientConfiguration)
 var configuration = HTTPServer.Configuration()
 configuration.port = port
 configuration.connectionLimit = 20000
+configuration.connectionTimeoutSeconds = 60
 let server = HTTPServer(configuration: configuration) { request in
     switch request.path {
     case "/plain":
@@ -105,6 +107,11 @@ let server = HTTPServer(configuration: configuration) { request in
     case "/async-io":
         return .async { _ in
             await completer.complete()
+            return plain
+        }
+    case "/sleep":
+        return .async { _ in
+            try? await Task.sleep(for: .seconds(1))
             return plain
         }
     case let path where path.hasPrefix("/proxy/"):

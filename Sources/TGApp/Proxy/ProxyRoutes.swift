@@ -73,7 +73,7 @@ struct ProxyRoutes {
             token = try await auth.upstreamAccessToken(for: session, scopes: settings.scopes, rejected: token.value)
             response = try await send(request, to: upstream, target: target, token: token.value, info: info)
         }
-        return Self.relay(response)
+        return try await Self.relay(response, method: method)
     }
 
     private func send(
@@ -112,9 +112,24 @@ struct ProxyRoutes {
         head.headerFields[values: .wwwAuthenticate].contains { $0.contains("invalid_token") }
     }
 
-    /// The API's answer as it is: status, end-to-end fields and the body, streamed.
-    static func relay(_ response: HTTPClientStreamingResponse) -> ServerResponse {
-        ServerResponse(
+    /// Bodies that announce at most this many bytes are read whole before answering (one write,
+    /// no suspension of the app's connection per chunk); larger or unannounced ones stream.
+    static let smallBody = 64 * 1024
+
+    /// The API's answer as it is: status, end-to-end fields and the body, streamed (or, when
+    /// small and of known length, passed in one piece).
+    static func relay(_ response: HTTPClientStreamingResponse, method: HTTPRequest.Method) async throws -> ServerResponse {
+        if let length = response.head.headerFields[.contentLength].flatMap(Int.init), length <= smallBody, method != .head {
+            let body: [UInt8]
+            do {
+                body = try await response.collect(upTo: smallBody)
+            } catch {
+                response.cancel()
+                throw (error as? HTTPClientError) == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable
+            }
+            return ServerResponse(status: response.head.status, headerFields: ProxyHeaders.response(response.head.headerFields), body: .bytes(body))
+        }
+        return ServerResponse(
             status: response.head.status,
             headerFields: ProxyHeaders.response(response.head.headerFields),
             body: .stream { writer in

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The proxy hop of a real `tokengate serve` next to nginx, on loopback, in one run.
+#
+#   bench/proxy.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS] [BURST]
+#
+# Starts a throwaway PostgreSQL, oidc-provider-mock, nginx and a release `tokengate serve`, logs in
+# once through the provider (scripts/mock_login.py), then:
+#   1. cached   GET /api/bench/hello through TokenGate (session and upstream token in memory) vs
+#               nginx `proxy_pass` with a static Authorization header to the same nginx upstream;
+#               wrk -t2 -cCONNECTIONS, alternating ROUNDS times, medians; ratios of req/s and p99.
+#   2. burst    BURST (default 10000) requests at once through TokenGate to an upstream that answers
+#               after 1 s (tokengate-bench-server /sleep): successes, time, TokenGate's thread count
+#               before and after, and its peak resident memory (VmHWM).
+# Everything stops by itself; nothing leaves loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+duration=${1:-10}
+connections=${2:-64}
+rounds=${3:-3}
+burst=${4:-10000}
+EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
+# 10k clients plus up to 9k upstream connections: the hard limit here is 20000 descriptors.
+ulimit -n "$(ulimit -Hn)"
+
+swift build -c release --product tokengate >/dev/null
+swift build -c release --product tokengate-bench-server >/dev/null
+bindir=$(swift build -c release --show-bin-path)
+
+work=$(mktemp -d /tmp/tokengate-bench-proxy.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    scripts/pg.sh stop "$work/pg" 25432 >/dev/null 2>&1 || true
+    sleep 0.3
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+NGINX_PORT=18180 UPSTREAM_PORT=18181 SLOW_PORT=18182 TG_PORT=18190 MOCK_PORT=18191
+wait_for() { for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "bench: $1 did not come up" >&2; exit 1; }
+
+admin_url=$(scripts/pg.sh start "$work/pg" 25432)
+psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
+"$psql" "$admin_url" -qAt -c "CREATE DATABASE bench" >/dev/null
+database_url=${admin_url%/*}/bench
+
+cat >"$work/nginx.conf" <<NGINX
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    upstream backend { server 127.0.0.1:$UPSTREAM_PORT; keepalive 64; }
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Authorization "Bearer upstream-token";
+        }
+    }
+    server {
+        listen 127.0.0.1:$UPSTREAM_PORT;
+        location / { default_type application/json; return 200 '{"value":"hello, world!"}'; }
+    }
+}
+NGINX
+nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
+"$bindir/tokengate-bench-server" $SLOW_PORT >"$work/slow.log" 2>&1 &
+pids+=($!)
+python3 -W ignore -m oidc_provider_mock -H 127.0.0.1 -p $MOCK_PORT >"$work/provider.log" 2>&1 &
+pids+=($!)
+wait_for "http://127.0.0.1:$MOCK_PORT/.well-known/openid-configuration"
+
+cat >"$work/tokengate.yaml" <<YAML
+server: { host: 127.0.0.1, port: $TG_PORT, connection_limit: 30000, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0, request_timeout_seconds: 60 }
+database: { url: "$database_url", pool_size: 10 }
+log: { level: warning, access_log: false }
+encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$(openssl rand -base64 32)" }] }
+clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
+providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$MOCK_PORT", client_id: tokengate, client_secret: secret }]
+upstreams:
+  - { name: bench, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, max_connections: 64 }
+  - { name: slow, base_url: "http://127.0.0.1:$SLOW_PORT", provider: mock, max_connections: 9000, timeout_seconds: 50 }
+YAML
+"$bindir/tokengate" migrate --config "$work/tokengate.yaml" >/dev/null
+"$bindir/tokengate" serve --config "$work/tokengate.yaml" >"$work/tg.log" 2>&1 &
+tg_pid=$!
+pids+=($tg_pid)
+wait_for "http://127.0.0.1:$TG_PORT/readyz"
+token=$(python3 scripts/mock_login.py "http://127.0.0.1:$TG_PORT" bench-app com.example.app:/cb alice \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])')
+# Warm: the upstream token is fetched once (one refresh at the provider), then served from memory.
+for upstream in bench slow; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/$upstream/hello")
+    [ "$upstream" = slow ] || [ "$code" = 200 ] || { echo "bench: warm-up call answered $code" >&2; tail -5 "$work/tg.log" >&2; exit 1; }
+done
+
+run() {
+    local url=$1 out
+    out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency -H "Authorization: Bearer $token" "$url")
+    local rps p99 errors
+    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+    p99=$(awk '$1=="99%" {print $2}' <<<"$out")
+    errors=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out" | tr '\n' ' ')
+    echo "$rps $p99 ${errors:-none}"
+}
+ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) print v/1000; else if (v ~ /ms$/) print v+0; else if (v ~ /s$/) print v*1000; else print v }'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+: >"$work/t" && : >"$work/n"
+errors=""
+for _ in $(seq "$rounds"); do
+    read -r n_rps n_p99 _ <<<"$(run "http://127.0.0.1:$NGINX_PORT/hello")"
+    echo "$n_rps $(ms "$n_p99")" >>"$work/n"
+    read -r t_rps t_p99 t_err <<<"$(run "http://127.0.0.1:$TG_PORT/api/bench/hello")"
+    echo "$t_rps $(ms "$t_p99")" >>"$work/t"
+    [ "$t_err" = none ] || errors="$t_err"
+done
+col() { awk -v c="$2" '{ print $c }' "$1" | median; }
+t_rps=$(col "$work/t" 1) t_p99=$(col "$work/t" 2) n_rps=$(col "$work/n" 1) n_p99=$(col "$work/n" 2)
+printf '%-8s %10s %8s %11s %8s %7s %7s  %s\n' case tg_req/s p99_ms nginx_req/s p99_ms rps_x p99_x errors
+printf '%-8s %10.0f %8.3f %11.0f %8.3f %7.2f %7.2f  %s\n' cached "$t_rps" "$t_p99" "$n_rps" "$n_p99" \
+    "$(awk -v a="$t_rps" -v b="$n_rps" 'BEGIN{print a/b}')" "$(awk -v a="$t_p99" -v b="$n_p99" 'BEGIN{print a/b}')" "${errors:-none}"
+
+threads() { awk '/^Threads:/ {print $2}' "/proc/$tg_pid/status"; }
+before=$(threads)
+result=$(python3 bench/burst.py "http://127.0.0.1:$TG_PORT/api/slow/sleep" "$burst" "$token")
+after=$(threads)
+peak=$(awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$tg_pid/status")
+echo "burst    $burst requests at once to a 1 s upstream: $result threads_before=$before threads_after=$after peak_rss_mib=$peak"
