@@ -25,11 +25,11 @@ public struct DeviceAccount: Sendable, Equatable {
 extension AuthService {
     /// The session of a bearer access token that is unexpired and whose account is active.
     public func authenticate(accessToken: String) async throws -> SessionContext {
-        guard let context = try await session(accessToken: accessToken, requireValid: true) else {
-            throw AuthProblem(.invalidToken, "The access token is invalid or expired. Refresh it, or log in again.")
-        }
+        guard let context = try await session(accessToken: accessToken, requireValid: true) else { throw Self.invalidAccessToken }
         return context
     }
+
+    static let invalidAccessToken = AuthProblem(.invalidToken, "The access token is invalid or expired. Refresh it, or log in again.")
 
     func session(accessToken: String, requireValid: Bool) async throws -> SessionContext? {
         guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { return nil }

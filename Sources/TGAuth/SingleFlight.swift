@@ -7,17 +7,10 @@ import Synchronization
 final class SingleFlight<Value: Sendable>: Sendable {
     private let flights = Mutex<[String: (id: UInt64, task: Task<Value, any Error>)]>([:])
     private let nextID = Atomic<UInt64>(0)
-    private let joins = Atomic<Int>(0)
-
-    /// Callers that joined a flight another caller started.
-    var joinCount: Int { joins.load(ordering: .relaxed) }
 
     func run(_ key: String, _ work: @escaping @Sendable () async throws -> Value) async throws -> Value {
         let task = flights.withLock { flights -> Task<Value, any Error> in
-            if let existing = flights[key] {
-                joins.add(1, ordering: .relaxed)
-                return existing.task
-            }
+            if let existing = flights[key] { return existing.task }
             let id = nextID.add(1, ordering: .relaxed).newValue
             // The task removes itself; it waits for this lock, so it is registered before that.
             let task = Task<Value, any Error> {

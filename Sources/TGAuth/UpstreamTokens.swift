@@ -20,12 +20,11 @@ extension AuthService {
     /// The session of a bearer token, for API calls: from memory when this instance saw it lately
     /// (so calls keep working while the database is away), else from the database.
     public func authenticateForAPI(accessToken: String) async throws -> SessionContext {
-        let invalid = AuthProblem(.invalidToken, "The access token is invalid or expired. Refresh it, or log in again.")
-        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw invalid }
+        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Self.invalidAccessToken }
         let now = clock.now()
         if let context = cache.session(hash, now: now) { return context }
         let ticket = cache.ticket()
-        guard let context = try await session(hash: hash, requireValid: true) else { throw invalid }
+        guard let context = try await session(hash: hash, requireValid: true) else { throw Self.invalidAccessToken }
         cache.store(session: context, hash: hash, validUntil: min(context.accessTokenExpiresAt, context.expiresAt), ticket: ticket)
         return context
     }

@@ -28,7 +28,7 @@ enum ProxyHeaders {
     }
 
     /// The fields to send upstream.
-    static func request(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: [String: String]) -> HTTPFields {
+    static func request(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HTTPFields {
         let dropped = droppedByConnection(incoming)
         var fields = HTTPFields()
         for field in incoming {
@@ -36,15 +36,21 @@ enum ProxyHeaders {
             if managed.contains(name) || dropped.contains(name) || name.hasPrefix("x-tokengate-") { continue }
             fields.append(field)
         }
-        for (name, value) in extra.sorted(by: { $0.key < $1.key }) {
-            guard let name = HTTPField.Name(name) else { continue }
-            fields[name] = value
-        }
+        for field in extra { fields[field.name] = field.value }
         fields[.authorization] = "Bearer \(token)"
         if let address = forwarding.clientAddress { fields[Self.forwardedFor] = address }
         fields[Self.forwardedProto] = forwarding.proto
         fields[Self.forwardedHost] = forwarding.host
         fields[Application.requestIDField] = forwarding.requestID
+        return fields
+    }
+
+    /// Configured extra fields, parsed once (the validator refused names that do not parse).
+    static func extraFields(_ configured: [String: String]) -> HTTPFields {
+        var fields = HTTPFields()
+        for (name, value) in configured.sorted(by: { $0.key < $1.key }) {
+            if let name = HTTPField.Name(name) { fields[name] = value }
+        }
         return fields
     }
 

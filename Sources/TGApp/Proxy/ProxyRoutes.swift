@@ -17,6 +17,8 @@ struct ProxyRoutes {
         var authority: String
         /// The base URL's path without its trailing `/`.
         var basePath: String
+        /// The configured `headers`, parsed.
+        var extraFields: HTTPFields
 
         init?(_ settings: TokenGateConfiguration.Upstream, client: HTTPClient) {
             guard let url = URLComponents(string: settings.baseURL), let scheme = url.scheme, let host = url.host else { return nil }
@@ -25,6 +27,7 @@ struct ProxyRoutes {
             self.scheme = scheme.lowercased()
             authority = url.port.map { "\(url.percentEncodedHost ?? host):\($0)" } ?? (url.percentEncodedHost ?? host)
             basePath = url.percentEncodedPath.hasSuffix("/") ? String(url.percentEncodedPath.dropLast()) : url.percentEncodedPath
+            extraFields = ProxyHeaders.extraFields(settings.headers)
         }
     }
 
@@ -95,7 +98,7 @@ struct ProxyRoutes {
             scheme: upstream.scheme,
             authority: upstream.authority,
             path: upstream.basePath + target.rawPath + (query.map { "?" + $0 } ?? ""),
-            headerFields: ProxyHeaders.request(request.head.headerFields, token: token, forwarding: forwarding, extra: upstream.settings.headers)
+            headerFields: ProxyHeaders.request(request.head.headerFields, token: token, forwarding: forwarding, extra: upstream.extraFields)
         )
         let method = request.head.method
         let body: HTTPClientRequestBody =
