@@ -83,4 +83,48 @@ import Glibc
         try await cluster.run("stop")
         cluster.remove()
     }
+
+    @Test func aRotationAnsweredWhileTheDatabaseWentAwayIsWrittenWhenItReturns() async throws {
+        _ = try TestDatabase.adminURL()
+        let (cluster, url) = try await PrivateCluster.start()
+        do {
+            try await AuthFlowHarness.run(
+                settings: UpstreamTokenTests.rotatingProvider(),
+                withGraphAPI: true,
+                upstreamOptions: ", path_prefixes: [\"/me\"]",
+                databaseURL: url
+            ) { harness in
+                let token = try #require(try await harness.logIn()["access_token"] as? String)
+                let before = harness.fake.refreshCount
+                // The provider answers the refresh after 2 s; meanwhile the database goes away.
+                harness.fake.misbehave(.delay(.seconds(2)), grantType: "refresh_token")
+                let call = Task { try await harness.get("/api/graph/me", bearer: token) }
+                try await Task.sleep(for: .milliseconds(300))
+                try await cluster.run("stop")
+                let served = try await call.value
+                #expect(served.status == 200, "\(served.body)")
+                #expect(harness.fake.refreshCount == before + 1)
+
+                try await cluster.run("start")
+                var version = 0
+                for _ in 0..<100 where version < 2 {
+                    version = (try? await harness.database.query("SELECT version AS n FROM upstream_grants").first?.decode(Int.self, "n")) ?? 0
+                    if version < 2 { try await Task.sleep(for: .milliseconds(100)) }
+                }
+                #expect(version == 2, "the rotated grant was not written after the database came back")
+                // The stored refresh token is the rotated one: the provider, which revokes the grant
+                // when an old refresh token comes back, accepts the next refresh.
+                harness.clock.advance(by: 100)
+                #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+                #expect(harness.fake.refreshCount == before + 2)
+                #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            }
+        } catch {
+            _ = try? await cluster.run("stop")
+            cluster.remove()
+            throw error
+        }
+        try await cluster.run("stop")
+        cluster.remove()
+    }
 }
