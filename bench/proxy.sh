@@ -14,6 +14,7 @@
 # Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 root=$(pwd)
 duration=${1:-10}
 connections=${2:-64}
@@ -102,28 +103,16 @@ for upstream in bench slow; do
     [ "$upstream" = slow ] || [ "$code" = 200 ] || { echo "bench: warm-up call answered $code" >&2; tail -5 "$work/tg.log" >&2; exit 1; }
 done
 
-run() {
-    local url=$1 out
-    out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency -H "Authorization: Bearer $token" "$url")
-    local rps p99 errors
-    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-    p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-    errors=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out" | tr '\n' ' ')
-    echo "$rps $p99 ${errors:-none}"
-}
-ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) print v/1000; else if (v ~ /ms$/) print v+0; else if (v ~ /s$/) print v*1000; else print v }'; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 : >"$work/t" && : >"$work/n"
 errors=""
 for _ in $(seq "$rounds"); do
-    read -r n_rps n_p99 _ <<<"$(run "http://127.0.0.1:$NGINX_PORT/hello")"
+    read -r n_rps _ n_p99 _ <<<"$(wrk_run "http://127.0.0.1:$NGINX_PORT/hello" -H "Authorization: Bearer $token")"
     echo "$n_rps $(ms "$n_p99")" >>"$work/n"
-    read -r t_rps t_p99 t_err <<<"$(run "http://127.0.0.1:$TG_PORT/api/bench/hello")"
+    read -r t_rps _ t_p99 t_err <<<"$(wrk_run "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token")"
     echo "$t_rps $(ms "$t_p99")" >>"$work/t"
     [ "$t_err" = none ] || errors="$t_err"
 done
-col() { awk -v c="$2" '{ print $c }' "$1" | median; }
 t_rps=$(col "$work/t" 1) t_p99=$(col "$work/t" 2) n_rps=$(col "$work/n" 1) n_p99=$(col "$work/n" 2)
 printf '%-8s %10s %8s %11s %8s %7s %7s  %s\n' case tg_req/s p99_ms nginx_req/s p99_ms rps_x p99_x errors
 printf '%-8s %10.0f %8.3f %11.0f %8.3f %7.2f %7.2f  %s\n' cached "$t_rps" "$t_p99" "$n_rps" "$n_p99" \

@@ -16,6 +16,7 @@
 # Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 duration=${1:-10}
 connections=${2:-64}
 rounds=${3:-3}
@@ -66,20 +67,7 @@ nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
 pids+=($!)
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$TG_PORT/plain" >/dev/null && break; sleep 0.1; done
 
-# wrk prints "Requests/sec: N" and, with --latency, percentiles "50% 1.2ms".
-run() {
-    local url=$1 out
-    out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency "$url")
-    local rps p50 p99 errors
-    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-    p50=$(awk '$1=="50%" {print $2}' <<<"$out")
-    p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-    errors=$(awk '/Non-2xx|Socket errors/ {print}' <<<"$out" | tr '\n' ' ')
-    echo "$rps $p50 $p99 ${errors:-none}"
-}
-ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) print v/1000; else if (v ~ /ms$/) print v+0; else if (v ~ /s$/) print v*1000; else print v }'; }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '%-12s %10s %8s %8s %11s %8s %8s %7s %7s  %s\n' case tg_req/s p50_ms p99_ms nginx_req/s p50_ms p99_ms rps_x p99_x errors
 for case in plain async async-hop async-yield async-io proxy; do
@@ -90,13 +78,12 @@ for case in plain async async-hop async-yield async-io proxy; do
     : >"$work/t" && : >"$work/n"
     errors=""
     for _ in $(seq "$rounds"); do
-        read -r n_rps n_p50 n_p99 _ <<<"$(run "$ref")"
+        read -r n_rps n_p50 n_p99 _ <<<"$(wrk_run "$ref")"
         echo "$n_rps $(ms "$n_p50") $(ms "$n_p99")" >>"$work/n"
-        read -r t_rps t_p50 t_p99 t_err <<<"$(run "$tg")"
+        read -r t_rps t_p50 t_p99 t_err <<<"$(wrk_run "$tg")"
         echo "$t_rps $(ms "$t_p50") $(ms "$t_p99")" >>"$work/t"
         [ "$t_err" = none ] || errors="$t_err"
     done
-    col() { awk -v c="$2" '{ print $c }' "$1" | median; }
     t_rps=$(col "$work/t" 1) t_p50=$(col "$work/t" 2) t_p99=$(col "$work/t" 3)
     n_rps=$(col "$work/n" 1) n_p50=$(col "$work/n" 2) n_p99=$(col "$work/n" 3)
     printf '%-12s %10.0f %8.3f %8.3f %11.0f %8.3f %8.3f %7.2f %7.2f  %s\n' "$case" "$t_rps" "$t_p50" "$t_p99" \

@@ -19,9 +19,14 @@ private func withAuthService<T>(_ options: ConfigOption, _ body: (AuthService) a
     do {
         return try await body(auth)
     } catch let error as PostgresError {
-        FileHandle.standardError.write(Data("tokengate: \(error.description) (\(error.sqlState?.rawValue ?? "no SQLSTATE"))\n".utf8))
-        throw ExitCode(1)
+        throw failure(error, command: "tokengate")
     }
+}
+
+/// Says what the database answered (never a query or a value) and gives exit code 1.
+func failure(_ error: PostgresError, command: String) -> ExitCode {
+    FileHandle.standardError.write(Data("\(command): \(error.description) (\(error.sqlState?.rawValue ?? "no SQLSTATE"))\n".utf8))
+    return ExitCode(1)
 }
 
 struct Sweep: AsyncParsableCommand {

@@ -114,8 +114,7 @@ struct Migrate: AsyncParsableCommand {
             FileHandle.standardError.write(Data("migrate: \(error.description)\n".utf8))
             throw ExitCode(1)
         } catch let error as PostgresError {
-            FileHandle.standardError.write(Data("migrate: \(error.description) (\(error.sqlState?.rawValue ?? "no SQLSTATE"))\n".utf8))
-            throw ExitCode(1)
+            throw failure(error, command: "migrate")
         }
     }
 }
