@@ -187,8 +187,10 @@ public enum TokenGateApp {
         )
         if !upstreams.isEmpty {
             settings.limits = { _, path in
-                guard path.hasPrefix("/api/") else { return nil }
-                return upstreams[String(path.dropFirst(5).prefix { $0 != "/" })]
+                let bytes = path.utf8
+                guard bytes.starts(with: "/api/".utf8) else { return nil }
+                let name = bytes.dropFirst(5)
+                return upstreams[String(Substring(name.prefix { $0 != UInt8(ascii: "/") }))]
             }
         }
         return settings

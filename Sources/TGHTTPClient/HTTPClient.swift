@@ -109,14 +109,20 @@ public final class HTTPClient: @unchecked Sendable {
     /// Sends a request and returns as soon as the response head is in; the body follows as a
     /// stream with back-pressure (the transfer pauses while the consumer is behind). The whole
     /// exchange, body included, must finish within `timeout`.
+    ///
+    /// A response whose `Content-Length` is at most `wholeBodyUpTo` (capped at `bufferSize`) is
+    /// returned only once its body is in: reading it then never waits, and the caller is woken
+    /// once instead of twice.
     public func stream(
         _ request: HTTPRequest,
         body: HTTPClientRequestBody = .none,
         timeout: Duration,
-        bufferSize: Int = 256 * 1024
+        bufferSize: Int = 256 * 1024,
+        wholeBodyUpTo: Int = 0
     ) async throws -> HTTPClientStreamingResponse {
         let channel = BodyChannel(highWater: bufferSize)
         let transfer = try Transfer(mode: .streaming(channel), handles: handles)
+        transfer.holdHeadUpTo = min(wholeBodyUpTo, bufferSize)
         channel.onDrained = { [weak self, weak transfer] in
             if let transfer { self?.submit(.resume(transfer)) }
         }

@@ -33,4 +33,28 @@ struct RawHead: Sendable {
         }
         return HTTPResponse(status: .init(code: status), headerFields: fields)
     }
+
+    /// The `Content-Length` in raw header lines, if one is there and well-formed (scanned on the
+    /// event thread without building fields).
+    static func contentLength(in bytes: [UInt8]) -> Int? {
+        let name = Array("content-length:".utf8)
+        var lineStart = 0
+        while lineStart < bytes.count {
+            let lineEnd = bytes[lineStart...].firstIndex(of: 0x0A) ?? bytes.count
+            if lineEnd - lineStart > name.count,
+                zip(bytes[lineStart...], name).allSatisfy({ (0x41...0x5A).contains($0) ? $0 | 0x20 == $1 : $0 == $1 })
+            {
+                var value = 0
+                var digits = 0
+                for byte in bytes[(lineStart + name.count)..<lineEnd] where byte != 0x20 && byte != 0x09 && byte != 0x0D {
+                    guard (0x30...0x39).contains(byte), digits < 18 else { return nil }
+                    value = value * 10 + Int(byte - 0x30)
+                    digits += 1
+                }
+                return digits > 0 ? value : nil
+            }
+            lineStart = lineEnd + 1
+        }
+        return nil
+    }
 }

@@ -27,6 +27,9 @@ final class Transfer: @unchecked Sendable {
     var body: [UInt8] = []
     var tooLarge = false
     var headDelivered = false
+    /// Streaming: a head announcing a body of at most this many bytes waits for the body (see
+    /// `HTTPClient.stream(_:body:timeout:bufferSize:wholeBodyUpTo:)`).
+    var holdHeadUpTo = 0
     /// Request body source: fixed bytes (with a read offset) or a channel fed by the caller.
     var uploadBytes: [UInt8] = []
     var uploadOffset = 0
@@ -123,9 +126,10 @@ final class Transfer: @unchecked Sendable {
             return
         }
         let head = RawHead(status: status, bytes: headBytes)
+        // The body's end first: a head handed over only now finds the whole body waiting.
+        if case .streaming(let channel) = mode { channel.finish() }
         completion?.resume(returning: (head, body))
         headWaiter?.resume(returning: head)
-        if case .streaming(let channel) = mode { channel.finish() }
     }
 
     /// Fails a transfer that never reached libcurl (refused, or the client shut down).
@@ -158,8 +162,15 @@ final class Transfer: @unchecked Sendable {
             }
             headBytes.removeAll(keepingCapacity: true)
         } else if line.count <= 2, line.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
-            // 1xx blocks (100 Continue) are followed by the real one.
-            if status >= 200, !headDelivered { deliverHead() }
+            // 1xx blocks (100 Continue) are followed by the real one. A small announced body is
+            // awaited: `finish` hands head and body over together.
+            if status >= 200, !headDelivered {
+                if holdHeadUpTo > 0, let length = RawHead.contentLength(in: headBytes), length <= holdHeadUpTo {
+                    headDelivered = true
+                } else {
+                    deliverHead()
+                }
+            }
         } else {
             headBytes.append(contentsOf: line)
         }

@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTypes
-import TGHTTPClient
 import TGHTTPServer
 import Testing
+
+@testable import TGHTTPClient
 
 @Suite struct StreamingTests {
     @Test func streamsA64MiBBodyOfUnknownLengthToASlowConsumer() async throws {
@@ -95,6 +96,54 @@ import Testing
         let deadline = ContinuousClock.now.advanced(by: .seconds(5))
         while server.requestsInFlight > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         #expect(server.requestsInFlight == 0)
+        client.shutdown()
+        await server.shutdown()
+    }
+}
+
+@Suite struct WholeSmallBodyTests {
+    /// A server whose answer announces 10 bytes, sends 5, and sends the rest once `gate` opens.
+    func gatedServer(_ gate: AsyncStream<Void>) throws -> HTTPServer {
+        var configuration = HTTPServer.Configuration()
+        configuration.threads = 1
+        let server = HTTPServer(configuration: configuration) { _ in
+            .response(
+                ServerResponse(
+                    status: .ok,
+                    headerFields: [.contentLength: "10"],
+                    body: .stream { writer in
+                        try await writer.write(Array("hello".utf8))
+                        for await _ in gate { break }
+                        try await writer.write(Array("world".utf8))
+                    }
+                )
+            )
+        }
+        try server.start()
+        return server
+    }
+
+    @Test func anAnnouncedSmallBodyIsCompleteWhenTheHeadIsReturned() async throws {
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        open.yield()
+        let server = try gatedServer(gate)
+        let client = testClient()
+        let response = try await client.stream(get(server.port, "/small"), timeout: .seconds(10), wholeBodyUpTo: 64)
+        #expect(response.channel.isFinished)
+        #expect(try await response.collect(upTo: 64) == Array("helloworld".utf8))
+        client.shutdown()
+        await server.shutdown()
+    }
+
+    @Test func aBodyAboveTheLimitStillStreamsAfterTheHead() async throws {
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let server = try gatedServer(gate)
+        let client = testClient()
+        let response = try await client.stream(get(server.port, "/small"), timeout: .seconds(10), wholeBodyUpTo: 9)
+        // The server holds the second half until the head was seen here.
+        #expect(!response.channel.isFinished)
+        open.yield()
+        #expect(try await response.collect(upTo: 64) == Array("helloworld".utf8))
         client.shutdown()
         await server.shutdown()
     }

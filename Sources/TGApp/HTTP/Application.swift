@@ -115,11 +115,15 @@ public struct Application: Sendable {
         var generator = SystemRandomNumberGenerator()
         let high = generator.next() as UInt64
         let low = generator.next() as UInt64
-        return hex(high) + hex(low)
+        return String(unsafeUninitializedCapacity: 32) { buffer in
+            for nibble in 0..<16 {
+                let shift = UInt64(60 - 4 * nibble)
+                buffer[nibble] = hexDigits[Int(truncatingIfNeeded: high >> shift) & 0xF]
+                buffer[16 + nibble] = hexDigits[Int(truncatingIfNeeded: low >> shift) & 0xF]
+            }
+            return 32
+        }
     }
 
-    private static func hex(_ value: UInt64) -> String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
-    }
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 }

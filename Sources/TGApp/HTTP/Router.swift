@@ -29,18 +29,33 @@ public struct Router: Sendable {
     struct Route: Sendable {
         var method: HTTPRequest.Method
         var pattern: String
-        var segments: [Substring]
         var handler: Handler
     }
 
+    /// One segment of a pattern.
+    enum Segment: Sendable, Equatable {
+        case literal(Substring)
+        case parameter(String)
+        /// `**`: the rest of the path, as sent (its own parser decides how to read it).
+        case rest
+    }
+
+    /// The routes that share one pattern, in the order they were added: the pattern is bound
+    /// once, then the method chooses.
+    struct Pattern: Sendable {
+        var text: String
+        var segments: [Segment]
+        var routes: [Route]
+    }
+
     private var literal: [String: [Route]] = [:]
-    private var patterns: [Route] = []
+    private var patterns: [Pattern] = []
 
     public init() {}
 
     /// Every route as (method, pattern), sorted: what `openapi.yaml` must describe.
     public var routes: [(method: String, pattern: String)] {
-        (literal.values.flatMap { $0 } + patterns).map { ($0.method.rawValue, $0.pattern) }.sorted {
+        (literal.values.flatMap { $0 } + patterns.flatMap(\.routes)).map { ($0.method.rawValue, $0.pattern) }.sorted {
             ($0.pattern, $0.method) < ($1.pattern, $1.method)
         }
     }
@@ -48,12 +63,20 @@ public struct Router: Sendable {
     /// Adds a route. `pattern` is a path such as `/auth/token`, `/auth/accounts/{id}` or
     /// `/api/{upstream}/**`.
     public mutating func add(_ method: HTTPRequest.Method, _ pattern: String, _ handler: Handler) {
-        let segments = pattern.split(separator: "/", omittingEmptySubsequences: false)
-        let route = Route(method: method, pattern: pattern, segments: segments, handler: handler)
-        if segments.contains(where: { $0.hasPrefix("{") || $0 == "**" }) {
-            patterns.append(route)
-        } else {
+        let route = Route(method: method, pattern: pattern, handler: handler)
+        let segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { segment -> Segment in
+            if segment == "**" { return .rest }
+            if segment.hasPrefix("{"), segment.hasSuffix("}") { return .parameter(String(segment.dropFirst().dropLast())) }
+            return .literal(segment)
+        }
+        guard segments.contains(where: { !$0.isLiteral }) else {
             literal[pattern, default: []].append(route)
+            return
+        }
+        if let index = patterns.firstIndex(where: { $0.text == pattern }) {
+            patterns[index].routes.append(route)
+        } else {
+            patterns.append(Pattern(text: pattern, segments: segments, routes: [route]))
         }
     }
 
@@ -71,33 +94,52 @@ public struct Router: Sendable {
             if let route = routes.first(where: { $0.method == method }) { return .found(route, [:]) }
             allowed += routes.map(\.method)
         }
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
-        for route in patterns {
-            guard let parameters = Self.bind(route.segments, to: segments) else { continue }
-            if route.method == method { return .found(route, parameters) }
-            allowed.append(route.method)
+        for pattern in patterns {
+            guard let parameters = Self.bind(pattern.segments, to: path) else { continue }
+            if let route = pattern.routes.first(where: { $0.method == method }) { return .found(route, parameters) }
+            allowed += pattern.routes.map(\.method)
         }
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed)
     }
 
-    private static func bind(_ pattern: [Substring], to path: [Substring]) -> [String: String]? {
+    /// The pattern's parameters in `path`, or nil when it does not fit. Works on the path's bytes
+    /// (every API call comes through here).
+    private static func bind(_ pattern: [Segment], to path: Substring) -> [String: String]? {
+        let bytes = path.utf8
         var parameters: [String: String] = [:]
+        var start = bytes.startIndex
         for (index, expected) in pattern.enumerated() {
-            if expected == "**" {
-                parameters["rest"] = path[index...].joined(separator: "/")
+            if expected == .rest {
+                // After the `/` that ends the previous segment (`/api/x` alone has an empty rest).
+                if start != bytes.endIndex { start = bytes.index(after: start) }
+                parameters["rest"] = String(path[start...])
                 return parameters
             }
-            guard index < path.count else { return nil }
-            let actual = path[index]
-            if expected.hasPrefix("{"), expected.hasSuffix("}") {
-                guard !actual.isEmpty, let value = FormURLEncoding.percentDecode(actual.utf8, plusAsSpace: false) else {
-                    return nil
-                }
-                parameters[String(expected.dropFirst().dropLast())] = value
-            } else if expected != actual {
+            // Segments after the first begin after a `/`.
+            if index > 0 {
+                guard start != bytes.endIndex, bytes[start] == UInt8(ascii: "/") else { return nil }
+                start = bytes.index(after: start)
+            }
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+            let actual = bytes[start..<end]
+            switch expected {
+            case .literal(let text):
+                guard actual.elementsEqual(text.utf8) else { return nil }
+            case .parameter(let name):
+                guard !actual.isEmpty, let value = FormURLEncoding.percentDecode(actual, plusAsSpace: false) else { return nil }
+                parameters[name] = value
+            case .rest:
                 return nil
             }
+            start = end
         }
-        return pattern.count == path.count ? parameters : nil
+        return start == bytes.endIndex ? parameters : nil
+    }
+}
+
+extension Router.Segment {
+    fileprivate var isLiteral: Bool {
+        if case .literal = self { return true }
+        return false
     }
 }

@@ -1,4 +1,3 @@
-import Foundation
 import HTTPTypes
 
 /// The header fields of a proxied call, both ways (RFC 9110 §7.6.1): hop-by-hop fields, the
@@ -37,11 +36,12 @@ enum ProxyHeaders {
             fields.append(field)
         }
         for field in extra { fields[field.name] = field.value }
-        fields[.authorization] = "Bearer \(token)"
-        if let address = forwarding.clientAddress { fields[Self.forwardedFor] = address }
-        fields[Self.forwardedProto] = forwarding.proto
-        fields[Self.forwardedHost] = forwarding.host
-        fields[Application.requestIDField] = forwarding.requestID
+        // Managed names: none is left from the app or the configuration, so they are appended.
+        fields.append(HTTPField(name: .authorization, value: "Bearer \(token)"))
+        if let address = forwarding.clientAddress { fields.append(HTTPField(name: Self.forwardedFor, value: address)) }
+        fields.append(HTTPField(name: Self.forwardedProto, value: forwarding.proto))
+        fields.append(HTTPField(name: Self.forwardedHost, value: forwarding.host))
+        fields.append(HTTPField(name: Application.requestIDField, value: forwarding.requestID))
         return fields
     }
 
@@ -70,7 +70,13 @@ enum ProxyHeaders {
     private static func droppedByConnection(_ fields: HTTPFields) -> Set<String> {
         var names: Set<String> = []
         for value in fields[values: .connection] {
-            for name in value.split(separator: ",") { names.insert(name.trimmingCharacters(in: .whitespaces).lowercased()) }
+            for name in value.utf8.split(separator: UInt8(ascii: ",")) {
+                let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+                guard let first = name.firstIndex(where: { !isBlank($0) }), let last = name.lastIndex(where: { !isBlank($0) }) else {
+                    continue
+                }
+                names.insert(String(Substring(name[first...last])).lowercased())
+            }
         }
         return names
     }

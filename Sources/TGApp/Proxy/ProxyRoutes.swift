@@ -104,7 +104,12 @@ struct ProxyRoutes {
         let body: HTTPClientRequestBody =
             request.body.isEmpty && ![.post, .put, .patch].contains(method) ? .none : .bytes(request.body)
         do {
-            return try await upstream.client.stream(head, body: body, timeout: .seconds(upstream.settings.timeoutSeconds))
+            return try await upstream.client.stream(
+                head,
+                body: body,
+                timeout: .seconds(upstream.settings.timeoutSeconds),
+                wholeBodyUpTo: Self.smallBody
+            )
         } catch let error as HTTPClientError {
             throw error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable
         }
