@@ -64,8 +64,10 @@ extension AuthService {
             return fail("server_error", "provider issued no refresh token (offline_access / access_type=offline?)")
         }
         let handoff = OpaqueToken.mint()
+        let accessTokens = loginAccessTokens(result.tokens, provider: provider.name, now: now)
+        let ticket = cache.ticket()
         do {
-            try await database.withTransaction { connection in
+            let account = try await database.withTransaction { connection in
                 let account = try await upsertAccount(idToken, provider: provider.name, now: now, on: connection)
                 try await storeGrant(
                     account: account,
@@ -75,6 +77,7 @@ extension AuthService {
                     now: now,
                     on: connection
                 )
+                for (scopeKey, token) in accessTokens { try await store(token, account: account, scopeKey: scopeKey, on: connection) }
                 try await connection.query(
                     """
                     INSERT INTO handoff_codes (code_hash, account_id, client_id, redirect_uri, code_challenge, created_at, expires_at)
@@ -82,7 +85,9 @@ extension AuthService {
                       \(now.addingTimeInterval(settings.handoffCodeTTL)))
                     """
                 )
+                return account
             }
+            for (scopeKey, token) in accessTokens { cache.store(token: token, account: account, scopeKey: scopeKey, ticket: ticket) }
         } catch {
             // Nothing was stored; the provider's fresh grant is revoked so none is left behind there.
             _ = try? await provider.revoke(refreshToken: refreshToken, policy: login.policy)

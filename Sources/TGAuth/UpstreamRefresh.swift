@@ -107,17 +107,21 @@ extension AuthService {
             """
         )
         guard updated.affectedRows == 1 else { return false }
-        let token = rotation.token
-        let sealedToken = try vault.seal(token.value, context: TokenVault.Context.accessToken(account, scopeKey: rotation.scopeKey))
+        try await store(rotation.token, account: account, scopeKey: rotation.scopeKey, on: connection)
+        return true
+    }
+
+    /// Stores (sealed) or replaces an account's access token for a scope key.
+    func store(_ token: UpstreamAccessToken, account: UUID, scopeKey: String, on connection: PostgresConnection) async throws {
+        let sealedToken = try vault.seal(token.value, context: TokenVault.Context.accessToken(account, scopeKey: scopeKey))
         try await connection.query(
             """
             INSERT INTO upstream_access_tokens (account_id, scope_key, access_token, key_id, expires_at, created_at)
-            VALUES (\(account), \(rotation.scopeKey), \(sealedToken), \(vault.currentKeyID), \(token.expiresAt), \(token.issuedAt))
+            VALUES (\(account), \(scopeKey), \(sealedToken), \(vault.currentKeyID), \(token.expiresAt), \(token.issuedAt))
             ON CONFLICT (account_id, scope_key) DO UPDATE SET access_token = EXCLUDED.access_token, key_id = EXCLUDED.key_id,
               expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
             """
         )
-        return true
     }
 
     /// The provider no longer honours the grant: the account is stale (the sweeper removes it and

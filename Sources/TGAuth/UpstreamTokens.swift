@@ -58,7 +58,25 @@ extension AuthService {
 
     /// Scopes in a canonical order, the key of the token cache.
     static func scopeKey(_ scopes: [String]) -> String {
-        Set(scopes).sorted().joined(separator: " ")
+        // Configured scopes are usually listed sorted already (every proxied call comes here).
+        if zip(scopes, scopes.dropFirst()).allSatisfy({ $0 < $1 }) { return scopes.joined(separator: " ") }
+        return Set(scopes).sorted().joined(separator: " ")
+    }
+
+    /// The login's own access token, keyed for the APIs of its provider it serves: those asking
+    /// for no particular scopes (a refresh without `scope` gives a token like it) and those
+    /// whose scopes the provider listed as granted. The first call through the proxy after a
+    /// login then needs no refresh.
+    func loginAccessTokens(_ tokens: TokenResponse, provider: String, now: Date) -> [(scopeKey: String, token: UpstreamAccessToken)] {
+        let granted = Set(tokens.scopes ?? [])
+        let keys = Set(
+            resources.values.filter { $0.provider == provider && granted.isSuperset(of: $0.scopes) }.map { Self.scopeKey($0.scopes) }
+        )
+        let expiresAt = tokens.accessTokenExpiresAt ?? now.addingTimeInterval(settings.upstreamDefaultLifetime)
+        return keys.sorted().map { key in
+            let scopes = key.isEmpty ? [] : key.split(separator: " ").map(String.init)
+            return (key, UpstreamAccessToken(value: tokens.accessToken, expiresAt: expiresAt, scopes: scopes, issuedAt: now))
+        }
     }
 
     /// Not expiring before the refresh margin: the shorter of the configured margin and a quarter

@@ -61,6 +61,30 @@ import Testing
         }
     }
 
+    @Test func theLoginsOwnAccessTokenServesTheFirstCallsOfAnAPIWhoseScopesWereGranted() async throws {
+        let scopes = ", scopes: [openid, profile, offline_access, User.Read]"
+        try await AuthFlowHarness.run(providerOptions: scopes, withGraphAPI: true, upstreamOptions: Self.graph) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            // Stored sealed with the grant, and in this instance's memory.
+            #expect(try await harness.count("SELECT count(*) AS n FROM upstream_access_tokens WHERE scope_key = 'User.Read'") == 1)
+            let before = harness.fake.refreshCount
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            let second = try harness.startInstance()
+            let other = try await curl(["-i", second.baseURL + "/api/graph/me", "-H", "Authorization: Bearer \(token)"])
+            #expect(other.status == 200)
+            #expect(harness.fake.refreshCount == before)
+            await second.stop()
+        }
+        // Without User.Read granted at the login, the first call refreshes for it.
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            #expect(try await harness.count("SELECT count(*) AS n FROM upstream_access_tokens") == 0)
+            let before = harness.fake.refreshCount
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            #expect(harness.fake.refreshCount == before + 1)
+        }
+    }
+
     @Test func aLogoutOnOneInstanceStopsProxyingOnAnotherWithinASecond() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
