@@ -29,6 +29,21 @@ public struct PrivateCluster: Sendable {
         throw lastError
     }
 
+    /// Runs `body` with a new cluster and its URL; the cluster is stopped and removed afterwards,
+    /// whether `body` succeeded or not.
+    public static func with(_ body: (PrivateCluster, String) async throws -> Void) async throws {
+        let (cluster, url) = try await start()
+        do {
+            try await body(cluster, url)
+        } catch {
+            _ = try? await cluster.run("stop")
+            cluster.remove()
+            throw error
+        }
+        try await cluster.run("stop")
+        cluster.remove()
+    }
+
     /// `scripts/pg.sh <command>` for this cluster (start, stop); its output.
     @discardableResult
     public func run(_ command: String) async throws -> String {

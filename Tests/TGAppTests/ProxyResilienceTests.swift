@@ -44,8 +44,7 @@ import Glibc
 
     @Test func cachedCallsWorkWithoutTheDatabaseOthersGet503AndAllRecover() async throws {
         _ = try TestDatabase.adminURL()
-        let (cluster, url) = try await PrivateCluster.start()
-        do {
+        try await PrivateCluster.with { cluster, url in
             try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/me\"]", databaseURL: url) { harness in
                 let alice = try #require(try await harness.logIn(as: "alice")["access_token"] as? String)
                 let bob = try #require(try await harness.logIn(as: "bob")["access_token"] as? String)
@@ -75,19 +74,12 @@ import Glibc
                 #expect(try await harness.count("SELECT count(*) AS n FROM upstream_grants") == 2)
                 #expect(try await harness.count("SELECT count(*) AS n FROM sessions") == 2)
             }
-        } catch {
-            _ = try? await cluster.run("stop")
-            cluster.remove()
-            throw error
         }
-        try await cluster.run("stop")
-        cluster.remove()
     }
 
     @Test func aRotationAnsweredWhileTheDatabaseWentAwayIsWrittenWhenItReturns() async throws {
         _ = try TestDatabase.adminURL()
-        let (cluster, url) = try await PrivateCluster.start()
-        do {
+        try await PrivateCluster.with { cluster, url in
             try await AuthFlowHarness.run(
                 settings: UpstreamTokenTests.rotatingProvider(),
                 withGraphAPI: true,
@@ -119,12 +111,6 @@ import Glibc
                 #expect(harness.fake.refreshCount == before + 2)
                 #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
             }
-        } catch {
-            _ = try? await cluster.run("stop")
-            cluster.remove()
-            throw error
         }
-        try await cluster.run("stop")
-        cluster.remove()
     }
 }

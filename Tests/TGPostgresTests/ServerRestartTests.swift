@@ -6,16 +6,7 @@ import Testing
 @Suite struct ServerRestartTests {
     @Test func theSamePoolWorksAgainAfterThePostgreSQLServerRestarts() async throws {
         _ = try TestDatabase.adminURL()  // runs under `make test` only, like every database test
-        let (cluster, url) = try await PrivateCluster.start()
-        do {
-            try await restart(cluster, url)
-        } catch {
-            _ = try? await cluster.run("stop")
-            cluster.remove()
-            throw error
-        }
-        try await cluster.run("stop")
-        cluster.remove()
+        try await PrivateCluster.with { cluster, url in try await restart(cluster, url) }
     }
 
     func restart(_ cluster: PrivateCluster, _ url: String) async throws {
