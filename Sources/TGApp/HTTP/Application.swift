@@ -1,5 +1,6 @@
 import HTTPTypes
 public import Logging
+import TGCrypto
 public import TGHTTPServer
 import TGPostgres
 
@@ -112,14 +113,12 @@ public struct Application: Sendable {
         {
             return supplied
         }
-        var generator = SystemRandomNumberGenerator()
-        let high = generator.next() as UInt64
-        let low = generator.next() as UInt64
+        // OpenSSL's generator: no system call per id, unlike SystemRandomNumberGenerator here.
+        let random = SecureRandom.bytes(16)
         return String(unsafeUninitializedCapacity: 32) { buffer in
-            for nibble in 0..<16 {
-                let shift = UInt64(60 - 4 * nibble)
-                buffer[nibble] = hexDigits[Int(truncatingIfNeeded: high >> shift) & 0xF]
-                buffer[16 + nibble] = hexDigits[Int(truncatingIfNeeded: low >> shift) & 0xF]
+            for (index, byte) in random.enumerated() {
+                buffer[2 * index] = hexDigits[Int(byte >> 4)]
+                buffer[2 * index + 1] = hexDigits[Int(byte & 0xF)]
             }
             return 32
         }
