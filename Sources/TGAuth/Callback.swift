@@ -74,6 +74,7 @@ extension AuthService {
                     refreshToken: refreshToken,
                     tokens: result.tokens,
                     idToken: idToken.raw,
+                    policy: login.policy,
                     now: now,
                     on: connection
                 )
@@ -127,6 +128,7 @@ extension AuthService {
         refreshToken: String,
         tokens: TokenResponse,
         idToken: String?,
+        policy: String?,
         now: Date,
         on connection: PostgresConnection
     ) async throws {
@@ -134,11 +136,12 @@ extension AuthService {
         let hint = try idToken.map { raw throws(CryptoError) in try vault.seal(raw, context: TokenVault.Context.idToken(account)) }
         try await connection.query(
             """
-            INSERT INTO upstream_grants (account_id, refresh_token, key_id, scopes, expires_at, id_token_hint, created_at, updated_at)
+            INSERT INTO upstream_grants (account_id, refresh_token, key_id, scopes, expires_at, id_token_hint, policy, created_at, updated_at)
             VALUES (\(account), \(sealed), \(vault.currentKeyID), \(PostgresTextArray(tokens.scopes ?? [])),
-              \(tokens.refreshTokenExpiresAt), \(hint), \(now), \(now))
+              \(tokens.refreshTokenExpiresAt), \(hint), \(policy), \(now), \(now))
             ON CONFLICT (account_id) DO UPDATE SET refresh_token = EXCLUDED.refresh_token, key_id = EXCLUDED.key_id,
               scopes = EXCLUDED.scopes, expires_at = EXCLUDED.expires_at, id_token_hint = EXCLUDED.id_token_hint,
+              policy = EXCLUDED.policy,
               version = upstream_grants.version + 1, updated_at = EXCLUDED.updated_at
             """
         )

@@ -78,11 +78,15 @@ extension AuthService {
     private func endSessionURL(for account: AccountSummary) async -> String? {
         guard let provider = providers[account.provider] else { return nil }
         var hint: String?
-        if let rows = try? await database.query("SELECT id_token_hint FROM upstream_grants WHERE account_id = \(account.id)"),
-            let sealed = try? rows.first?.decode(PostgresBytes?.self, "id_token_hint")
+        var policy: String?
+        if let rows = try? await database.query("SELECT id_token_hint, policy FROM upstream_grants WHERE account_id = \(account.id)"),
+            let row = rows.first
         {
-            hint = try? vault.open(sealed, context: TokenVault.Context.idToken(account.id))
+            if let sealed = try? row.decode(PostgresBytes?.self, "id_token_hint") {
+                hint = try? vault.open(sealed, context: TokenVault.Context.idToken(account.id))
+            }
+            policy = provider.knownPolicy(try? row.decode(String?.self, "policy"))
         }
-        return try? await provider.endSessionURL(idTokenHint: hint, postLogoutRedirectURI: nil)
+        return try? await provider.endSessionURL(idTokenHint: hint, postLogoutRedirectURI: nil, policy: policy)
     }
 }

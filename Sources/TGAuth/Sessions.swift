@@ -99,7 +99,7 @@ extension AuthService {
                         AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
                                           AND h.expires_at > \(now))
                       RETURNING a.id, a.provider)
-                    SELECT gone.id, gone.provider, g.refresh_token FROM gone LEFT JOIN upstream_grants g ON g.account_id = gone.id
+                    SELECT gone.id, gone.provider, g.refresh_token, g.policy FROM gone LEFT JOIN upstream_grants g ON g.account_id = gone.id
                     """
                 )
                 removed += rows.count
@@ -111,7 +111,8 @@ extension AuthService {
         return removed
     }
 
-    /// Revokes a removed account's upstream refresh token (row: `id`, `provider`, `refresh_token`).
+    /// Revokes a removed account's upstream refresh token (row: `id`, `provider`, `refresh_token`,
+    /// `policy`).
     @discardableResult
     func revokeBestEffort(_ row: PostgresRow) async -> Bool {
         guard let account = try? row.decode(UUID.self, "id"), let name = try? row.decode(String.self, "provider"),
@@ -119,7 +120,8 @@ extension AuthService {
             let refreshToken = try? vault.open(sealed, context: TokenVault.Context.grant(account))
         else { return false }
         do {
-            return try await provider.revoke(refreshToken: refreshToken)
+            let policy = provider.knownPolicy(try? row.decode(String?.self, "policy"))
+            return try await provider.revoke(refreshToken: refreshToken, policy: policy)
         } catch {
             logger.notice("upstream revocation failed", metadata: ["provider": .string(name), "reason": .string(error.description)])
             return false

@@ -92,7 +92,7 @@ extension AuthService {
                                              AND h.expires_at > \(now)))
                     LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                   RETURNING id, provider)
-                SELECT gone.id, gone.provider, g.refresh_token FROM gone LEFT JOIN upstream_grants g ON g.account_id = gone.id
+                SELECT gone.id, gone.provider, g.refresh_token, g.policy FROM gone LEFT JOIN upstream_grants g ON g.account_id = gone.id
                 """
             )
             report.accounts += rows.count

@@ -40,7 +40,7 @@ extension AuthService {
     ) async throws -> UpstreamRefreshOutcome {
         let rows = try await connection.query(
             """
-            SELECT g.refresh_token, g.version, a.state FROM upstream_grants g JOIN accounts a ON a.id = g.account_id
+            SELECT g.refresh_token, g.version, g.policy, a.state FROM upstream_grants g JOIN accounts a ON a.id = g.account_id
             WHERE g.account_id = \(account.id) FOR UPDATE OF g
             """
         )
@@ -55,9 +55,11 @@ extension AuthService {
             return .providerUnavailable(retryAfter: 60)
         }
         let refreshToken = try vault.open(try row.decode(PostgresBytes.self, "refresh_token"), context: TokenVault.Context.grant(account.id))
+        // B2C: the policy the grant was issued under.
+        let policy = provider.knownPolicy(try row.decode(String?.self, "policy"))
         let refreshed: OpenIDProvider.Refresh
         do {
-            refreshed = try await provider.refresh(refreshToken, scopes: scopes.isEmpty ? nil : scopes, subject: account.subject)
+            refreshed = try await provider.refresh(refreshToken, scopes: scopes.isEmpty ? nil : scopes, policy: policy, subject: account.subject)
         } catch {
             guard error.classification == .fatal else {
                 logger.notice(

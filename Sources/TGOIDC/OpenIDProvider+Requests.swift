@@ -20,6 +20,13 @@ extension OpenIDProvider {
         return true
     }
 
+    /// `policy` if this provider still has it (B2C policy names are case-insensitive), else nil
+    /// (the default policy): a grant stored under a policy since removed is still refreshed.
+    public func knownPolicy(_ policy: String?) -> String? {
+        guard let policy, let resolved = try? configuration.profile.resolvedPolicy(policy) else { return nil }
+        return resolved
+    }
+
     /// The provider's logout URL to send the browser to, or nil when it has none. OIDC
     /// RP-initiated logout for most; Cognito's `/logout?client_id=…&logout_uri=…`.
     public func endSessionURL(

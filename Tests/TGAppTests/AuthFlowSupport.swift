@@ -53,6 +53,9 @@ struct AuthFlowHarness {
         settings: FakeIdentityProvider.Settings = FakeIdentityProvider.Settings(),
         realProvider: OIDCProviderMock? = nil,
         providerOptions: String = "",
+        fakePathPrefix: String = "",
+        /// The whole provider entry instead of the fake's `oidc` one; `{fake_port}` becomes the fake's port.
+        providerEntry: String? = nil,
         withGraphAPI: Bool = false,
         upstreamOptions: String = "",
         databaseURL fixedURL: String? = nil,
@@ -60,7 +63,7 @@ struct AuthFlowHarness {
     ) async throws {
         func work(_ database: PostgresClient, _ url: String) async throws {
             _ = try await Migrator(migrations: SchemaMigrations.all).migrate(database)
-            let fake = try FakeIdentityProvider.start(settings: settings)
+            let fake = try FakeIdentityProvider.start(pathPrefix: fakePathPrefix, settings: settings)
             let graph = try withGraphAPI ? FakeGraphAPI { [fake] token in fake.subject(ofAccessToken: token) } : nil
             let port = try freeLoopbackPort()
             fake.registerClient(id: "tokengate", secret: "s3cret", redirectURIs: ["http://127.0.0.1:\(port)/auth/callback"])
@@ -76,7 +79,7 @@ struct AuthFlowHarness {
                   - { client_id: \(appClient), redirect_uris: ["\(appRedirect)"] }
                   - { client_id: \(otherClient), redirect_uris: ["\(otherRedirect)"] }
                 providers:
-                  - { name: fake, kind: oidc, issuer: "\(realProvider?.issuer ?? fake.issuer)", client_id: tokengate, client_secret: s3cret\(providerOptions) }
+                  - \(providerEntry?.replacingOccurrences(of: "{fake_port}", with: String(fake.port)) ?? "{ name: fake, kind: oidc, issuer: \"\(realProvider?.issuer ?? fake.issuer)\", client_id: tokengate, client_secret: s3cret\(providerOptions) }")
                 \(upstreams)
                 \(extraConfiguration)
                 """
@@ -201,13 +204,15 @@ struct AuthFlowHarness {
         var state = "app-state-\(UUID().uuidString)"
         var clientID = appClient
         var redirectURI = appRedirect
+        /// A B2C policy (user flow) to log in with.
+        var policy: String?
         var challenge: String { PKCE.challenge(for: verifier) }
 
         var query: [(String, String)] {
             [
                 ("client_id", clientID), ("redirect_uri", redirectURI), ("response_type", "code"), ("state", state),
                 ("code_challenge", challenge), ("code_challenge_method", "S256"),
-            ]
+            ] + (policy.map { [("policy", $0)] } ?? [])
         }
     }
 
