@@ -40,14 +40,21 @@ extension HTTPServer {
         public init() {}
     }
 
-    /// The body size and deadline of one request.
+    /// The body size, deadline and body mode of one request.
     public struct RequestLimits: Sendable, Equatable {
         public var maxBodySize: Int
+        /// For a streamed body, the deadline counts from the head: it covers the upload too.
         public var requestTimeout: Duration
+        /// The handler is called as soon as the head arrived and reads the body from
+        /// ``ServerRequest/bodyStream`` while it arrives (``ServerRequest/body`` stays empty), with
+        /// back-pressure: a reader that falls behind pauses the upload. Still at most
+        /// `maxBodySize` bytes.
+        public var streamsBody: Bool
 
-        public init(maxBodySize: Int, requestTimeout: Duration) {
+        public init(maxBodySize: Int, requestTimeout: Duration, streamsBody: Bool = false) {
             self.maxBodySize = maxBodySize
             self.requestTimeout = requestTimeout
+            self.streamsBody = streamsBody
         }
     }
 

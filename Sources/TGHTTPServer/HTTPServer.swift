@@ -37,6 +37,7 @@ public final class HTTPServer: @unchecked Sendable {
     let handler: Handler
     let inFlight = Atomic<Int>(0)
     let suspensions = Atomic<Int>(0)
+    let uploadPauses = Atomic<Int>(0)
     let locks: [Lock] = (0..<64).map { _ in Lock() }
     /// Connections whose next request head is still arriving (for ``Configuration/requestHeadTimeout``).
     let heads = HeadDeadlines()
@@ -59,7 +60,7 @@ public final class HTTPServer: @unchecked Sendable {
                 if let headTimeout { heads.expire(timeout: headTimeout) }
             },
             expire: { [unowned self] context in
-                self.complete(context, with: Self.timeoutResponse)
+                self.complete(context, with: Self.timeoutResponse, bodyError: .requestTimedOut)
             }
         )
     }
@@ -79,6 +80,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// Requests whose connection had to be suspended while an async handler worked (the others
     /// were answered inline). A counter for metrics and tests.
     public var suspendedRequestCount: Int { suspensions.load(ordering: .relaxed) }
+
+    /// How often a streamed request body filled its buffer, so its connection was suspended
+    /// until the reader caught up (back-pressure). A counter for metrics and tests.
+    public var uploadPauseCount: Int { uploadPauses.load(ordering: .relaxed) }
 
     /// Binds and starts the event-loop threads.
     public func start() throws {
