@@ -9,7 +9,8 @@ import Glibc
 
 /// An HTTP/1.1 server on libmicrohttpd: epoll event-loop threads that never wait on a handler.
 ///
-/// The handler is called on an event-loop thread once the request body is complete. It answers at
+/// The handler is called on an event-loop thread once the request body is complete (or, for a
+/// request whose ``RequestLimits/streamsBody`` is set, once the head arrived). It answers at
 /// once with ``Reply/response(_:)`` (for work that needs no I/O, the fastest path) or hands over
 /// an async function with ``Reply/async(_:)``: the connection is then suspended while the function
 /// runs, and resumed when it answers. The async function's first part runs inline, so if it
