@@ -175,12 +175,17 @@ public enum TokenGateApp {
         settings.drainTimeout = .seconds(server.drainTimeoutSeconds)
         settings.diagnosticsSink = { message in logger.debug("libmicrohttpd", metadata: ["detail": .string(message)]) }
         // Calls to an API take its body limit, and its timeout plus a margin so that the proxy's
-        // own 504 answers first.
+        // own 504 answers first; their bodies stream to the API as they arrive (ProxyUpload).
         let upstreams = Dictionary(
             configuration.upstreams.map { upstream in
                 (
                     upstream.name,
-                    HTTPServer.RequestLimits(maxBodySize: upstream.maxBodyBytes, requestTimeout: .seconds(upstream.timeoutSeconds + 5))
+                    HTTPServer.RequestLimits(
+                        maxBodySize: upstream.maxBodyBytes,
+                        requestTimeout: .seconds(upstream.timeoutSeconds + 5),
+                        streamsBody: true,
+                        buffersBodiesUpTo: ProxyUpload.smallBody
+                    )
                 )
             },
             uniquingKeysWith: { first, _ in first }

@@ -106,6 +106,9 @@ final class BodyChannel: @unchecked Sendable {
 
     var isFinished: Bool { lock.withLock { finished } }
 
+    /// The producer finished with an error.
+    var hasFailed: Bool { lock.withLock { failure != nil } }
+
     /// The next chunk, nil at the end; throws the producer's failure.
     func next() async throws -> [UInt8]? {
         try await withCheckedThrowingContinuation { continuation in

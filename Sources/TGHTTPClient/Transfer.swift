@@ -204,6 +204,9 @@ final class Transfer: @unchecked Sendable {
                 pausedForRead = true
                 return Int(CURL_READFUNC_PAUSE)
             }
+            // A producer that failed must not end the body as if it were complete (a chunked
+            // body would look whole to the server): abort the transfer instead.
+            if count == 0, channel.hasFailed { return Int(CURL_READFUNC_ABORT) }
             return count
         }
         let count = min(capacity, uploadBytes.count - uploadOffset)

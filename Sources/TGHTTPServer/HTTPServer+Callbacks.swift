@@ -59,8 +59,15 @@ let requestCompletedCallback:
         contextSlot.pointee = nil
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
         if let entry = context.connectionEntry { server.heads.headStarted(entry) }
-        // Only an async handler's task can reach the connection from another thread.
-        if context.isAsync { server.lock(for: context).withLock { context.connection = nil } }
+        // Only an async handler's task (or a streamed body's reader) can reach the connection
+        // from another thread.
+        if context.isAsync {
+            let wake = server.lock(for: context).withLock {
+                context.connection = nil
+                return context.bodyStream?.closeLocked()
+            }
+            wake?.resume()
+        }
         server.inFlight.subtract(1, ordering: .releasing)
     }
 
@@ -101,13 +108,17 @@ extension HTTPServer {
                 return queue(Self.problem(.badRequest, "bad_request", "The request method is not valid."), on: connection)
             }
             context.method = parsed
-            let limits = configuration.limits?(parsed, context.target.prefix { $0 != "?" })
+            let target = context.target
+            let limits = configuration.limits?(parsed, target[..<(target.utf8.firstIndex(of: UInt8(ascii: "?")) ?? target.endIndex)])
             context.maxBodySize = limits?.maxBodySize ?? configuration.maxBodySize
             context.requestTimeout = limits?.requestTimeout ?? configuration.requestTimeout
             collectHeaders(connection, into: context)
             if let length = context.contentLength, length > context.maxBodySize {
                 context.stage = .rejected
                 return queue(Self.bodyTooLarge, on: connection)
+            }
+            if let limits, limits.streams(contentLength: context.contentLength, fields: context.headerFields) {
+                return dispatchStreaming(context, connection: connection)
             }
             return MHD_Result.YES
         case .receiving:
@@ -128,6 +139,11 @@ extension HTTPServer {
             }
             context.stage = .dispatched
             return dispatch(context, connection: connection)
+        case .streaming(let received):
+            let count = uploadSize.pointee
+            guard count > 0 else { return endStreaming(context, connection: connection) }
+            uploadSize.pointee = 0
+            return receiveStreaming(context, received: received, uploadData: uploadData, count: count)
         case .rejected:
             uploadSize.pointee = 0
             return MHD_Result.YES
@@ -184,8 +200,10 @@ extension HTTPServer {
         }
     }
 
-    /// Delivers a handler's (or the deadline's) answer; resumes the connection if it waits.
-    func complete(_ context: RequestContext, with response: ServerResponse) {
+    /// Delivers a handler's (or the deadline's) answer; resumes the connection if it waits. A
+    /// streamed body still arriving is no longer read: its reader gets `bodyError`, and the rest
+    /// is dropped (a connection paused for back-pressure is resumed for that).
+    func complete(_ context: RequestContext, with response: ServerResponse, bodyError: HTTPServerError = .requestAnswered) {
         let lock = lock(for: context)
         lock.lock()
         let action = context.bridge.complete(response)
@@ -194,7 +212,9 @@ extension HTTPServer {
         if action == .resume, let connection = context.connection {
             MHD_resume_connection(connection)
         }
+        let wake = context.bodyStream?.failLocked(bodyError)
         lock.unlock()
+        wake?.resume()
         if registered {
             deadlines.remove(context)
             if response.status == .serviceUnavailable { task?.cancel() }

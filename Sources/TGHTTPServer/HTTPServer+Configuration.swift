@@ -40,14 +40,33 @@ extension HTTPServer {
         public init() {}
     }
 
-    /// The body size and deadline of one request.
+    /// The body size, deadline and body mode of one request.
     public struct RequestLimits: Sendable, Equatable {
         public var maxBodySize: Int
+        /// For a streamed body, the deadline counts from the head: it covers the upload too.
         public var requestTimeout: Duration
+        /// The handler is called as soon as the head arrived and reads the body from
+        /// ``ServerRequest/bodyStream`` while it arrives (``ServerRequest/body`` stays empty), with
+        /// back-pressure: a reader that falls behind pauses the upload. Still at most
+        /// `maxBodySize` bytes.
+        public var streamsBody: Bool
+        /// With `streamsBody`, a request without a body (neither `Content-Length` nor
+        /// `Transfer-Encoding`) or whose `Content-Length` is at most this many bytes is read
+        /// whole as usual: ``ServerRequest/bodyStream`` is nil and the answer can go out inline.
+        public var buffersBodiesUpTo: Int
 
-        public init(maxBodySize: Int, requestTimeout: Duration) {
+        public init(maxBodySize: Int, requestTimeout: Duration, streamsBody: Bool = false, buffersBodiesUpTo: Int = 0) {
             self.maxBodySize = maxBodySize
             self.requestTimeout = requestTimeout
+            self.streamsBody = streamsBody
+            self.buffersBodiesUpTo = buffersBodiesUpTo
+        }
+
+        /// Whether a request with these fields streams its body.
+        func streams(contentLength: Int?, fields: HTTPFields) -> Bool {
+            guard streamsBody else { return false }
+            if let contentLength { return contentLength > buffersBodiesUpTo }
+            return fields[.transferEncoding] != nil
         }
     }
 

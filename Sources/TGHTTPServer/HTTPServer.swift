@@ -9,7 +9,8 @@ import Glibc
 
 /// An HTTP/1.1 server on libmicrohttpd: epoll event-loop threads that never wait on a handler.
 ///
-/// The handler is called on an event-loop thread once the request body is complete. It answers at
+/// The handler is called on an event-loop thread once the request body is complete (or, for a
+/// request whose ``RequestLimits/streamsBody`` is set, once the head arrived). It answers at
 /// once with ``Reply/response(_:)`` (for work that needs no I/O, the fastest path) or hands over
 /// an async function with ``Reply/async(_:)``: the connection is then suspended while the function
 /// runs, and resumed when it answers. The async function's first part runs inline, so if it
@@ -37,6 +38,7 @@ public final class HTTPServer: @unchecked Sendable {
     let handler: Handler
     let inFlight = Atomic<Int>(0)
     let suspensions = Atomic<Int>(0)
+    let uploadPauses = Atomic<Int>(0)
     let locks: [Lock] = (0..<64).map { _ in Lock() }
     /// Connections whose next request head is still arriving (for ``Configuration/requestHeadTimeout``).
     let heads = HeadDeadlines()
@@ -59,7 +61,7 @@ public final class HTTPServer: @unchecked Sendable {
                 if let headTimeout { heads.expire(timeout: headTimeout) }
             },
             expire: { [unowned self] context in
-                self.complete(context, with: Self.timeoutResponse)
+                self.complete(context, with: Self.timeoutResponse, bodyError: .requestTimedOut)
             }
         )
     }
@@ -79,6 +81,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// Requests whose connection had to be suspended while an async handler worked (the others
     /// were answered inline). A counter for metrics and tests.
     public var suspendedRequestCount: Int { suspensions.load(ordering: .relaxed) }
+
+    /// How often a streamed request body filled its buffer, so its connection was suspended
+    /// until the reader caught up (back-pressure). A counter for metrics and tests.
+    public var uploadPauseCount: Int { uploadPauses.load(ordering: .relaxed) }
 
     /// Binds and starts the event-loop threads.
     public func start() throws {

@@ -5,6 +5,9 @@ public struct HTTPServerError: Error, Hashable, Sendable, CustomStringConvertibl
         case startFailed
         case alreadyStarted
         case clientGone
+        case bodyTooLarge
+        case requestTimedOut
+        case requestAnswered
     }
 
     private let code: Code
@@ -24,6 +27,12 @@ public struct HTTPServerError: Error, Hashable, Sendable, CustomStringConvertibl
     public static let alreadyStarted = HTTPServerError(.alreadyStarted)
     /// The connection a streamed body was written to is gone.
     public static let clientGone = HTTPServerError(.clientGone)
+    /// A streamed request body passed the request's `maxBodySize`.
+    public static let bodyTooLarge = HTTPServerError(.bodyTooLarge)
+    /// The request's deadline passed while its streamed body was read (it was answered 503).
+    public static let requestTimedOut = HTTPServerError(.requestTimedOut)
+    /// The request was answered before its streamed body was read to the end; the rest is dropped.
+    public static let requestAnswered = HTTPServerError(.requestAnswered)
 
     public static func == (lhs: HTTPServerError, rhs: HTTPServerError) -> Bool { lhs.code == rhs.code }
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
@@ -34,6 +43,9 @@ public struct HTTPServerError: Error, Hashable, Sendable, CustomStringConvertibl
         case .startFailed: "HTTP server: could not start listening"
         case .alreadyStarted: "HTTP server: already started"
         case .clientGone: "HTTP server: client connection closed"
+        case .bodyTooLarge: "HTTP server: request body larger than the limit"
+        case .requestTimedOut: "HTTP server: request deadline passed"
+        case .requestAnswered: "HTTP server: request answered before its body was read"
         }
     }
 

@@ -1,4 +1,5 @@
 import CShims
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -12,8 +12,9 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     // Invariants:
     // - `stage`, `head`, `headerFields`, `body` are touched only on the connection's MHD thread
     //   (MHD calls a connection's callbacks on one thread at a time).
-    // - `bridge`, `task` and `connection` are touched only with the server's lock for this context
-    //   held (see `HTTPServer.lock(for:)`).
+    // - `bridge`, `task`, `connection`, `deadline` (once a handler task exists) and `bodyStream`
+    //   are touched only with the server's lock for this context held (see `HTTPServer.lock(for:)`);
+    //   `bodyStream` is set once, on the head, before any other thread can see the context.
     // - `startsInline` is set on the MHD thread right before the handler task is created and read
     //   in `enqueue`, whose first call happens synchronously inside that task creation; later calls
     //   happen after the first job ran, so they observe `false`.
@@ -24,6 +25,8 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
         /// The body passed the limit mid-way: the rest is read and dropped (up to a bound), then
         /// 413 is answered; libmicrohttpd accepts a response only before or after the body.
         case discarding(dropped: Int)
+        /// The handler runs and reads the body as it arrives (`received` bytes so far).
+        case streaming(received: Int)
         case dispatched
     }
 
@@ -38,6 +41,8 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var maxBodySize = 0
     var requestTimeout = Duration.zero
     var body: [UInt8] = []
+    /// The body's buffer, for a request whose body streams.
+    var bodyStream: RequestBodyStream?
     var bridge = BridgeStateMachine<ServerResponse>()
     var task: Task<Void, Never>?
     var deadline: ContinuousClock.Instant?

@@ -1,13 +1,17 @@
 public import HTTPTypes
 
-/// A request as the server received it: the head, the whole body (at most the configured size),
-/// and the peer's address.
+/// A request as the server received it: the head, the whole body (at most the configured size)
+/// or, for a route that streams its body, the body as it arrives; and the peer's address.
 public struct ServerRequest: Sendable {
     /// Method, scheme, authority (the `Host` header) and the raw request target (path and query,
     /// exactly as sent: nothing is unescaped).
     public var head: HTTPRequest
     /// The request body, complete. Its size never exceeds `HTTPServer.Configuration.maxBodySize`.
+    /// Empty when the body streams (see ``bodyStream``).
     public var body: [UInt8]
+    /// The body as it arrives, for requests whose ``HTTPServer/RequestLimits/streamsBody`` is set;
+    /// nil otherwise. Read it once.
+    public var bodyStream: ServerRequestBody?
     /// The TCP peer's address, formatted only when ``remoteAddress`` is read.
     var peer: PeerAddress
 
@@ -17,10 +21,11 @@ public struct ServerRequest: Sendable {
         self.peer = remoteAddress.map(PeerAddress.text) ?? .unknown
     }
 
-    init(head: HTTPRequest, body: [UInt8], peer: PeerAddress) {
+    init(head: HTTPRequest, body: [UInt8], peer: PeerAddress, bodyStream: ServerRequestBody? = nil) {
         self.head = head
         self.body = body
         self.peer = peer
+        self.bodyStream = bodyStream
     }
 
     /// The TCP peer's IP address as text (`127.0.0.1`, `::1`), or nil if unknown.

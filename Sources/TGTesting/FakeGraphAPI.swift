@@ -1,6 +1,7 @@
 import Foundation
 public import HTTPTypes
 import Synchronization
+import TGCrypto
 import TGHTTPServer
 
 /// A Graph-shaped API on loopback for proxy tests and benchmarks: it checks bearer tokens with a
@@ -8,8 +9,9 @@ import TGHTTPServer
 /// serves the shapes that matter: JSON, binary `$value` bodies, large streamed bodies, slow
 /// answers, chosen statuses with `Retry-After`, and `@odata.nextLink` pages.
 ///
-/// Paths: `/me`, `/me/photo/$value`, `/echo` (what arrived, as JSON), `/bytes?count=N` (N bytes,
-/// streamed), `/slow?ms=N`, `/status/{code}`, `/users` (a page with an absolute next link).
+/// Paths: `/me`, `/me/photo/$value`, `/echo` (what arrived, as JSON), `/upload` (the body is
+/// streamed in and answered as `{"bytes":N,"sha256":"…"}`), `/bytes?count=N` (N bytes, streamed),
+/// `/slow?ms=N`, `/status/{code}`, `/users` (a page with an absolute next link).
 public final class FakeGraphAPI: Sendable {
     /// A request as the API saw it.
     public struct Received: Sendable {
@@ -22,6 +24,7 @@ public final class FakeGraphAPI: Sendable {
     private let server: HTTPServer
     private let log = Mutex<[Received]>([])
     private let rejections = Mutex<Int>(0)
+    private let uploadLog = Mutex<[(bytes: Int, sha256: String)]>([])
     public let baseURL: String
 
     /// The photo `/me/photo/$value` serves: every byte value, 64 times.
@@ -33,7 +36,13 @@ public final class FakeGraphAPI: Sendable {
         configuration.threads = threads
         configuration.connectionLimit = 20_000
         configuration.requestTimeout = .seconds(120)
+        // libmicrohttpd 0.9.75 notices a client that dropped a chunked body mid-chunk only at the
+        // connection timeout: stopping waits for such a request briefly, not 10 s.
+        configuration.drainTimeout = .seconds(1)
         configuration.maxBodySize = 64 << 20
+        configuration.limits = { _, path in
+            path == "/upload" ? HTTPServer.RequestLimits(maxBodySize: 256 << 20, requestTimeout: .seconds(120), streamsBody: true) : nil
+        }
         let box = Mutex<FakeGraphAPI?>(nil)
         server = HTTPServer(configuration: configuration) { request in
             guard let api = box.withLock({ $0 }) else { return .response(ServerResponse(status: .serviceUnavailable)) }
@@ -48,6 +57,9 @@ public final class FakeGraphAPI: Sendable {
 
     /// Everything received so far.
     public var received: [Received] { log.withLock { $0 } }
+
+    /// The size and SHA-256 (hex) of every body `/upload` read to its end, in order.
+    public var uploads: [(bytes: Int, sha256: String)] { uploadLog.withLock { $0 } }
 
     /// Refuse the next `count` valid tokens with 401 `invalid_token` (a token revoked upstream).
     public func rejectNextTokens(_ count: Int) { rejections.withLock { $0 = count } }
@@ -91,6 +103,15 @@ public final class FakeGraphAPI: Sendable {
                 "headers": headers, "body_count": request.body.count,
             ]
             return .response(Self.json(object))
+        case "/upload":
+            return .async { request in
+                guard let stream = request.bodyStream, let body = try? await stream.collect(upTo: 256 << 20) else {
+                    return ServerResponse(status: .badRequest, contentType: "application/json", body: #"{"error":{"code":"BadBody"}}"#)
+                }
+                let digest = Digest.sha256(body).map { String(format: "%02x", $0) }.joined()
+                self.uploadLog.withLock { $0.append((body.count, digest)) }
+                return Self.json(["bytes": body.count, "sha256": digest])
+            }
         case "/bytes":
             let count = Int(request.queryValue("count") ?? "") ?? 0
             return .response(

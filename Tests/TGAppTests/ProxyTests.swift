@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGCrypto
 import TGHTTPClient
 import TGTesting
 import Testing
@@ -150,6 +151,102 @@ import Testing
                 "--data-binary", "@" + file.path,
             ])
             #expect(refused.status == 413)
+        }
+    }
+
+    static let uploads = #", path_prefixes: ["/echo", "/upload"], methods: [GET, POST, PUT], timeout_seconds: 60"#
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+    @Test func aLargeUploadStreamsByteExactToTheAPIAndAChunkedOneStaysChunked() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.uploads + ", max_body_bytes: 67108864") { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("tg-upload-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: file) }
+            // 32 MiB, more than the 10 MiB an API takes by default and than any buffer on the way.
+            let block = (0..<(1 << 20)).map { _ in UInt8.random(in: 0...255) }
+            var large: [UInt8] = []
+            for index in 0..<32 {
+                var copy = block
+                copy[0] = UInt8(index)
+                large += copy
+            }
+            try Data(large).write(to: file)
+            let put = try await curl([
+                "--max-time", "60", "-i", "-X", "PUT", harness.baseURL + "/api/graph/upload", "-H", "Authorization: Bearer \(token)", "-H", "Expect:",
+                "-H", "Content-Type: application/octet-stream", "--data-binary", "@" + file.path,
+            ])
+            #expect(put.status == 200, "\(put.stdout.prefix(300)) \(put.stderr)")
+            #expect(put.json["bytes"] as? Int == 32 << 20)
+            #expect(put.json["sha256"] as? String == Self.hex(Digest.sha256(large)))
+            #expect(harness.graph!.received.last?.headerFields[.contentLength] == "\(32 << 20)")
+
+            let small = Array(large.prefix(3 << 20))
+            try Data(small).write(to: file)
+            let chunked = try await curl([
+                "--max-time", "60", "-i", "-X", "POST", harness.baseURL + "/api/graph/upload", "-H", "Authorization: Bearer \(token)", "-H",
+                "Expect:",
+                "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + file.path,
+            ])
+            #expect(chunked.status == 200, "\(chunked.stdout.prefix(300)) \(chunked.stderr)")
+            #expect(chunked.json["bytes"] as? Int == 3 << 20)
+            #expect(chunked.json["sha256"] as? String == Self.hex(Digest.sha256(small)))
+            // Streamed on as it came: chunked, no length invented.
+            #expect(harness.graph!.received.last?.headerFields[.transferEncoding] == "chunked")
+            #expect(harness.graph!.received.last?.headerFields[.contentLength] == nil)
+        }
+    }
+
+    @Test func aChunkedUploadOverTheLimitGets413AndTheAPINeverCompletesIt() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.uploads + ", max_body_bytes: 1000000") { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("tg-upload-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: file) }
+            try Data(repeating: 0x61, count: 1_500_000).write(to: file)
+            let refused = try await curl([
+                "-i", "-X", "POST", harness.baseURL + "/api/graph/upload", "-H", "Authorization: Bearer \(token)", "-H", "Expect:",
+                "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + file.path,
+            ])
+            // The API may have seen a prefix of the body; it never got all of it.
+            #expect(refused.status == 413, "\(refused.stdout.prefix(300)) \(refused.stderr)")
+            #expect(refused.json["code"] as? String == "body_too_large")
+            #expect(harness.graph!.uploads.isEmpty)
+            // Far past the limit the connection is closed instead of reading on.
+            try Data(repeating: 0x61, count: 8_000_000).write(to: file)
+            let cut = try await curl([
+                "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", harness.baseURL + "/api/graph/upload",
+                "-H", "Authorization: Bearer \(token)", "-H", "Expect:", "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + file.path,
+            ])
+            #expect(cut.stdout == "000")
+            #expect(harness.graph!.uploads.isEmpty)
+        }
+    }
+
+    @Test func aRejectedTokenIsRetriedWithASmallBodyButAStreamedBodyGetsTheAPIs401() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.uploads) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            #expect(try await harness.get("/api/graph/echo", bearer: token).status == 200)
+            let refreshes = harness.fake.refreshCount
+            harness.graph!.rejectNextTokens(1)
+            let small = try await curl([
+                "-i", "-X", "PUT", harness.baseURL + "/api/graph/upload", "-H", "Authorization: Bearer \(token)", "-H", "Expect:",
+                "--data-binary", String(repeating: "s", count: 1000),
+            ])
+            #expect(small.status == 200)
+            #expect(small.json["bytes"] as? Int == 1000)
+            #expect(harness.fake.refreshCount == refreshes + 1)
+
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("tg-upload-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: file) }
+            try Data(repeating: 0x62, count: 300_000).write(to: file)
+            harness.graph!.rejectNextTokens(1)
+            let large = try await curl([
+                "-i", "-X", "PUT", harness.baseURL + "/api/graph/upload", "-H", "Authorization: Bearer \(token)", "-H", "Expect:",
+                "--data-binary", "@" + file.path,
+            ])
+            #expect(large.status == 401)
+            #expect(large.body.contains("InvalidAuthenticationToken"))
+            #expect(harness.fake.refreshCount == refreshes + 1)
         }
     }
 }

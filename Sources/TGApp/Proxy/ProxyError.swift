@@ -10,6 +10,11 @@ enum ProxyError: Error, HTTPResponseError, Equatable {
     case pathNotAllowed
     case upstreamUnavailable
     case upstreamTimeout
+    /// The app's streamed body passed the API's `max_body_bytes`.
+    case bodyTooLarge
+    /// The app's streamed body stopped before its end (the app went away, or the request's
+    /// deadline passed and was answered already): an answer nobody normally receives.
+    case bodyIncomplete
 
     func response() -> ServerResponse {
         let problem: Problem
@@ -37,6 +42,10 @@ enum ProxyError: Error, HTTPResponseError, Equatable {
             )
         case .upstreamTimeout:
             problem = Problem(status: .gatewayTimeout, code: "upstream_timeout", detail: "The API did not answer in time.")
+        case .bodyTooLarge:
+            problem = Problem(status: .contentTooLarge, code: "body_too_large", detail: "The request body is larger than this API accepts.")
+        case .bodyIncomplete:
+            problem = Problem(status: .badRequest, code: "body_incomplete", detail: "The request body did not arrive in full.")
         }
         return problem.response()
     }

@@ -68,19 +68,24 @@ struct ProxyRoutes {
             )
         }
         var token = try await auth.upstreamAccessToken(for: session, scopes: settings.scopes)
-        var response = try await send(request, to: upstream, target: target, token: token.value, info: info)
-        if response.head.status == .unauthorized, Self.idempotent.contains(method), Self.saysInvalidToken(response.head) {
+        let upload = try await ProxyUpload.make(request)
+        var response = try await send(request, upload, to: upstream, target: target, token: token.value, info: info)
+        if response.head.status == .unauthorized, Self.idempotent.contains(method), upload.replayable,
+            Self.saysInvalidToken(response.head)
+        {
             // The API refused a token that looked valid (revoked, or rotated keys): one fresh
-            // token and one more try.
+            // token and one more try. Only when the body can be sent again: none, or a small one
+            // read whole; a streamed body is gone, so its 401 is passed back as it is.
             response.cancel()
             token = try await auth.upstreamAccessToken(for: session, scopes: settings.scopes, rejected: token.value)
-            response = try await send(request, to: upstream, target: target, token: token.value, info: info)
+            response = try await send(request, upload, to: upstream, target: target, token: token.value, info: info)
         }
         return try await Self.relay(response, method: method)
     }
 
     private func send(
         _ request: ServerRequest,
+        _ upload: ProxyUpload,
         to upstream: Upstream,
         target: ProxyTarget,
         token: String,
@@ -100,18 +105,15 @@ struct ProxyRoutes {
             path: upstream.basePath + target.rawPath + (query.map { "?" + $0 } ?? ""),
             headerFields: ProxyHeaders.request(request.head.headerFields, token: token, forwarding: forwarding, extra: upstream.extraFields)
         )
-        let method = request.head.method
-        let body: HTTPClientRequestBody =
-            request.body.isEmpty && ![.post, .put, .patch].contains(method) ? .none : .bytes(request.body)
         do {
             return try await upstream.client.stream(
                 head,
-                body: body,
+                body: upload.body,
                 timeout: .seconds(upstream.settings.timeoutSeconds),
                 wholeBodyUpTo: Self.smallBody
             )
         } catch let error as HTTPClientError {
-            throw error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable
+            throw upload.error(sending: error)
         }
     }
 
