@@ -3,13 +3,30 @@ internal import COpenSSL
 /// One-shot message digests and HMAC.
 public enum Digest {
     /// SHA-256 of `bytes` (32 bytes).
-    public static func sha256(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, EVP_sha256(), length: 32) }
+    public static func sha256(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, Fetched.sha256.md, length: 32) }
 
     /// SHA-384 of `bytes` (48 bytes).
-    public static func sha384(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, EVP_sha384(), length: 48) }
+    public static func sha384(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, Fetched.sha384.md, length: 48) }
 
     /// SHA-512 of `bytes` (64 bytes).
-    public static func sha512(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, EVP_sha512(), length: 64) }
+    public static func sha512(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, Fetched.sha512.md, length: 64) }
+
+    /// A digest algorithm fetched once from OpenSSL's default provider. `EVP_sha256()` and the
+    /// like make OpenSSL 3 look the implementation up again on every use (locks, a hash-table
+    /// lookup); SHA-256 runs on every API call (the bearer token's hash).
+    struct Fetched: @unchecked Sendable {
+        // Invariant: `md` is an explicitly fetched EVP_MD, never freed (these live as long as the
+        // process); OpenSSL documents fetched algorithm objects as safe to share between threads.
+        let md: OpaquePointer?
+
+        init(_ name: String) {
+            md = EVP_MD_fetch(nil, name, nil)
+        }
+
+        static let sha256 = Fetched("SHA2-256")
+        static let sha384 = Fetched("SHA2-384")
+        static let sha512 = Fetched("SHA2-512")
+    }
 
     /// HMAC-SHA256 of `message` under `key` (32 bytes).
     public static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
