@@ -156,7 +156,8 @@ public enum TokenGateApp {
         let application = Application(
             router: makeRouter(configuration, database: database, providers: providers, auth: auth, upstreamClients: upstreamClients),
             logger: logger,
-            accessLog: configuration.log.accessLog
+            accessLog: configuration.log.accessLog,
+            trustedProxies: TrustedProxies(configuration.server.trustedProxies)
         )
         return HTTPServer(configuration: serverSettings(configuration, logger: logger), handler: application.makeHandler())
     }

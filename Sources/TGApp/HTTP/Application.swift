@@ -15,11 +15,14 @@ public struct Application: Sendable {
     /// Log one line per request (method, route, status, duration, request id; never a query string,
     /// header value or body).
     public var accessLog: Bool
+    /// Peers whose forwarding fields say who the client is.
+    public var trustedProxies: TrustedProxies
 
-    public init(router: Router, logger: Logger, accessLog: Bool = true) {
+    public init(router: Router, logger: Logger, accessLog: Bool = true, trustedProxies: TrustedProxies = TrustedProxies([])) {
         self.router = router
         self.logger = logger
         self.accessLog = accessLog
+        self.trustedProxies = trustedProxies
     }
 
     static let requestIDField = HTTPField.Name("X-Request-ID")!
@@ -40,7 +43,7 @@ public struct Application: Sendable {
         case .methodNotAllowed(let allowed):
             return .response(finish(Problem.methodNotAllowed(allowed).response(), request, requestID, "-", started))
         case .found(let route, let parameters):
-            let info = RequestInfo(requestID: requestID, parameters: parameters, clientAddress: request.remoteAddress)
+            let info = RequestInfo(requestID: requestID, parameters: parameters, clientAddress: clientAddress(request))
             switch route.handler {
             case .sync(let handler):
                 return .response(finish(handler(request, info), request, requestID, route.pattern, started))
@@ -95,11 +98,16 @@ public struct Application: Sendable {
                     "request_id": .string(requestID), "method": .string(request.head.method.rawValue),
                     "route": .string(route), "status": .stringConvertible(response.status.code),
                     "duration_ms": .stringConvertible((millis * 1000).rounded() / 1000),
-                    "remote": .string(request.remoteAddress ?? "-"),
+                    "remote": .string(clientAddress(request) ?? "-"),
                 ]
             )
         }
         return response
+    }
+
+    /// The client's address: the TCP peer, or what a trusted proxy in front says.
+    func clientAddress(_ request: ServerRequest) -> String? {
+        trustedProxies.isEmpty ? request.remoteAddress : trustedProxies.clientAddress(peer: request.remoteAddress, fields: request.head.headerFields)
     }
 
     /// A client-supplied id is kept when it is short and plain; otherwise a random one is made.

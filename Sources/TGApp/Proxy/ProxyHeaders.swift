@@ -38,7 +38,7 @@ enum ProxyHeaders {
         for field in extra { fields[field.name] = field.value }
         // Managed names: none is left from the app or the configuration, so they are appended.
         fields.append(HTTPField(name: .authorization, value: "Bearer \(token)"))
-        if let address = forwarding.clientAddress { fields.append(HTTPField(name: Self.forwardedFor, value: address)) }
+        if let address = forwarding.clientAddress { fields.append(HTTPField(name: HTTPField.Name.xForwardedFor, value: address)) }
         fields.append(HTTPField(name: Self.forwardedProto, value: forwarding.proto))
         fields.append(HTTPField(name: Self.forwardedHost, value: forwarding.host))
         fields.append(HTTPField(name: Application.requestIDField, value: forwarding.requestID))
@@ -81,7 +81,6 @@ enum ProxyHeaders {
         return names
     }
 
-    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
     static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
     static let forwardedHost = HTTPField.Name("X-Forwarded-Host")!
 }
