@@ -20,6 +20,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        // Metrics: the swift-metrics API in the domain, exported as Prometheus text by the app.
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // Layer 1: C libraries and the smallest shims over what Swift cannot import.
@@ -95,6 +98,7 @@ let package = Package(
                 // TGHTTPServer only for its form encoding (the app's redirect query).
                 "TGOIDC", "TGPostgres", "TGCrypto", "TGHTTPServer",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSettings
         ),
@@ -107,6 +111,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             // Migrations/ links to db/migrations: the SQL is compiled into the binary, so a binary
             // always knows exactly which schema versions it understands.

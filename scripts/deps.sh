@@ -23,6 +23,11 @@ if ! python3 -c "import oidc_provider_mock" 2>/dev/null; then
     echo "deps: installing oidc-provider-mock" >&2
     python3 -m pip install -q "oidc-provider-mock==0.3.4" >/dev/null
 fi
+# The reference parser of the Prometheus text format, which the metrics test runs /metrics through.
+if ! python3 -c "import prometheus_client" 2>/dev/null; then
+    echo "deps: installing prometheus-client" >&2
+    python3 -m pip install -q "prometheus-client==0.26.0" >/dev/null
+fi
 # Property-based tests of a running TokenGate against openapi.yaml (`make test`, PyPI).
 if ! python3 -c "import schemathesis" 2>/dev/null; then
     echo "deps: installing schemathesis" >&2

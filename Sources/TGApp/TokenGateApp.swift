@@ -50,7 +50,8 @@ public enum TokenGateApp {
         database: PostgresClient,
         providers: [OpenIDProvider],
         logger: Logger,
-        clock: AuthClock = .system
+        clock: AuthClock = .system,
+        metrics: AuthMetrics = AuthMetrics()
     ) throws -> AuthService {
         let encryption = configuration.encryption
         var keys: [String: SymmetricKey] = [:]
@@ -79,6 +80,7 @@ public enum TokenGateApp {
             issuer: publicBaseURL(configuration),
             resources: configuration.upstreams.map { UpstreamResource(name: $0.name, provider: $0.provider, scopes: $0.scopes) },
             clock: clock,
+            metrics: metrics,
             logger: logger
         )
     }
@@ -94,9 +96,11 @@ public enum TokenGateApp {
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
         auth: AuthService? = nil,
-        upstreamClients: [String: HTTPClient] = [:]
+        upstreamClients: [String: HTTPClient] = [:],
+        metrics: TokenGateMetrics? = nil
     ) -> Router {
         var router = Router()
+        metrics?.addRoute(to: &router, database: database, auth: auth)
         var checks = [
             HealthRoutes.Check(name: "database") {
                 (try? await database.query("SELECT 1 AS ok").first?.decode(Int.self, "ok")) == 1
@@ -151,13 +155,22 @@ public enum TokenGateApp {
         providers: [OpenIDProvider] = [],
         auth: AuthService? = nil,
         upstreamClients: [String: HTTPClient] = [:],
+        metrics: TokenGateMetrics? = nil,
         logger: Logger
     ) -> HTTPServer {
         let application = Application(
-            router: makeRouter(configuration, database: database, providers: providers, auth: auth, upstreamClients: upstreamClients),
+            router: makeRouter(
+                configuration,
+                database: database,
+                providers: providers,
+                auth: auth,
+                upstreamClients: upstreamClients,
+                metrics: metrics
+            ),
             logger: logger,
             accessLog: configuration.log.accessLog,
-            trustedProxies: TrustedProxies(configuration.server.trustedProxies)
+            trustedProxies: TrustedProxies(configuration.server.trustedProxies),
+            metrics: metrics
         )
         return HTTPServer(configuration: serverSettings(configuration, logger: logger), handler: application.makeHandler())
     }

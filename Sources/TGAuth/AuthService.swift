@@ -20,6 +20,8 @@ public struct AuthService: Sendable {
     /// Sessions and upstream tokens this instance holds in memory.
     public let cache: CredentialCache
     let refreshes = SingleFlight<UpstreamAccessToken>()
+    /// Refresh outcomes, single-flight waits, sweeps.
+    public let metrics: AuthMetrics
 
     public init(
         database: PostgresClient,
@@ -31,6 +33,7 @@ public struct AuthService: Sendable {
         resources: [UpstreamResource] = [],
         cache: CredentialCache = CredentialCache(),
         clock: AuthClock = .system,
+        metrics: AuthMetrics = AuthMetrics(),
         logger: Logger
     ) {
         self.database = database
@@ -42,6 +45,7 @@ public struct AuthService: Sendable {
         self.resources = Dictionary(resources.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.cache = cache
         self.clock = clock
+        self.metrics = metrics
         self.logger = logger
     }
 }

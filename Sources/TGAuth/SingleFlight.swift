@@ -8,9 +8,14 @@ final class SingleFlight<Value: Sendable>: Sendable {
     private let flights = Mutex<[String: (id: UInt64, task: Task<Value, any Error>)]>([:])
     private let nextID = Atomic<UInt64>(0)
 
-    func run(_ key: String, _ work: @escaping @Sendable () async throws -> Value) async throws -> Value {
-        let task = flights.withLock { flights -> Task<Value, any Error> in
-            if let existing = flights[key] { return existing.task }
+    /// `joined` is called when the key was already in flight (the caller waits for that task).
+    func run(
+        _ key: String,
+        joined: () -> Void = {},
+        work: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
+        let (task, isJoin) = flights.withLock { flights -> (Task<Value, any Error>, Bool) in
+            if let existing = flights[key] { return (existing.task, true) }
             let id = nextID.add(1, ordering: .relaxed).newValue
             // The task removes itself; it waits for this lock, so it is registered before that.
             let task = Task<Value, any Error> {
@@ -18,8 +23,9 @@ final class SingleFlight<Value: Sendable>: Sendable {
                 return try await work()
             }
             flights[key] = (id, task)
-            return task
+            return (task, false)
         }
+        if isJoin { joined() }
         return try await task.value
     }
 }

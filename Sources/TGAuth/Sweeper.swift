@@ -35,6 +35,7 @@ extension AuthService {
                 let report = try await sweepLocked()
                 try await lockHolder.query("SELECT pg_advisory_unlock(\(Self.sweeperLockKey))")
                 logger.info("sweep", metadata: ["removed": .string(report.description)])
+                metrics.swept(report)
                 return report
             } catch {
                 _ = try? await lockHolder.query("SELECT pg_advisory_unlock(\(Self.sweeperLockKey))")

@@ -61,6 +61,7 @@ extension AuthService {
         do {
             refreshed = try await provider.refresh(refreshToken, scopes: scopes.isEmpty ? nil : scopes, policy: policy, subject: account.subject)
         } catch {
+            metrics.refreshed(provider: account.provider, outcome: "\(error.classification)")
             guard error.classification == .fatal else {
                 logger.notice(
                     "upstream refresh failed; the grant is kept",
@@ -74,6 +75,7 @@ extension AuthService {
             try await markStale(account.id, reason: error.description, now: now, on: connection)
             return .grantRejected
         }
+        metrics.refreshed(provider: account.provider, outcome: "ok")
         let tokens = refreshed.tokens
         let lifetime = tokens.accessTokenExpiresAt.map { $0.timeIntervalSince(now) } ?? settings.upstreamDefaultLifetime
         let rotation = UpstreamRotation(

@@ -51,9 +51,11 @@ extension AuthService {
         {
             return cached
         }
-        return try await refreshes.run("\(account.id.uuidString) \(scopeKey)") {
-            try await self.obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected)
-        }
+        return try await refreshes.run(
+            "\(account.id.uuidString) \(scopeKey)",
+            joined: { metrics.joinedRefresh(provider: account.provider) },
+            work: { try await self.obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected) }
+        )
     }
 
     /// Scopes in a canonical order, the key of the token cache.

@@ -90,6 +90,12 @@ public final class PostgresClient: @unchecked Sendable {
     /// Connections open now (idle or lent).
     public var openConnections: Int { lock.withLock { open } }
 
+    /// Open connections not lent to anyone now.
+    public var idleConnections: Int { lock.withLock { idle.count } }
+
+    /// Tasks waiting for a connection now.
+    public var waitingForConnection: Int { lock.withLock { waiters.count } }
+
     /// Closes idle connections and refuses new leases; lent connections close when returned.
     public func shutdown() {
         let (toClose, pending) = lock.withLock {

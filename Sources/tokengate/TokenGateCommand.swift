@@ -61,7 +61,14 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode(1)
         }
         let providers = try TokenGateApp.makeProviders(configuration)
-        let auth = try TokenGateApp.makeAuthService(configuration, database: database, providers: providers, logger: logger)
+        let metrics = TokenGateMetrics()
+        let auth = try TokenGateApp.makeAuthService(
+            configuration,
+            database: database,
+            providers: providers,
+            logger: logger,
+            metrics: metrics.auth
+        )
         let upstreamClients = TokenGateApp.makeUpstreamClients(configuration)
         let server = TokenGateApp.makeServer(
             configuration,
@@ -69,6 +76,7 @@ struct Serve: AsyncParsableCommand {
             providers: providers,
             auth: auth,
             upstreamClients: upstreamClients,
+            metrics: metrics,
             logger: logger
         )
         // What this instance caches follows every instance's changes (LISTEN/NOTIFY).

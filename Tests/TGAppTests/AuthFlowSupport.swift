@@ -148,12 +148,14 @@ struct AuthFlowHarness {
             var configuration = configuration
             if let port { configuration.server.port = Int(port) }
             let logger = capturingLogger(logs, level: .debug)
+            let metrics = TokenGateMetrics()
             let auth = try TokenGateApp.makeAuthService(
                 configuration,
                 database: database,
                 providers: providers,
                 logger: logger,
-                clock: clock.authClock
+                clock: clock.authClock,
+                metrics: metrics.auth
             )
             let clients = TokenGateApp.makeUpstreamClients(configuration)
             let server = TokenGateApp.makeServer(
@@ -162,6 +164,7 @@ struct AuthFlowHarness {
                 providers: providers,
                 auth: auth,
                 upstreamClients: clients,
+                metrics: metrics,
                 logger: logger
             )
             try server.start()

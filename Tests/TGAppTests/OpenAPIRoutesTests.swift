@@ -21,7 +21,7 @@ import Yams
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
         let auth = try TokenGateApp.makeAuthService(configuration, database: database, providers: [], logger: Logger(label: "test"))
-        let router = TokenGateApp.makeRouter(configuration, database: database, auth: auth)
+        let router = TokenGateApp.makeRouter(configuration, database: database, auth: auth, metrics: TokenGateMetrics())
         // A trailing `**` (the rest of the path) is `{path}` in OpenAPI.
         let served = Set(router.routes.map { "\($0.method) \($0.pattern.replacingOccurrences(of: "/**", with: "/{path}"))" })
 

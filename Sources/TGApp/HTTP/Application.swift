@@ -17,12 +17,21 @@ public struct Application: Sendable {
     public var accessLog: Bool
     /// Peers whose forwarding fields say who the client is.
     public var trustedProxies: TrustedProxies
+    /// Requests by route, method and status, and their latency (nil: not counted).
+    public var metrics: TokenGateMetrics?
 
-    public init(router: Router, logger: Logger, accessLog: Bool = true, trustedProxies: TrustedProxies = TrustedProxies([])) {
+    public init(
+        router: Router,
+        logger: Logger,
+        accessLog: Bool = true,
+        trustedProxies: TrustedProxies = TrustedProxies([]),
+        metrics: TokenGateMetrics? = nil
+    ) {
         self.router = router
         self.logger = logger
         self.accessLog = accessLog
         self.trustedProxies = trustedProxies
+        self.metrics = metrics
     }
 
     static let requestIDField = HTTPField.Name("X-Request-ID")!
@@ -89,8 +98,10 @@ public struct Application: Sendable {
     ) -> ServerResponse {
         var response = response
         response.headerFields[Self.requestIDField] = requestID
+        guard accessLog || metrics != nil else { return response }
+        let elapsed = ContinuousClock.now - started
+        metrics?.request(route: route, method: request.head.method.rawValue, status: response.status.code, duration: elapsed)
         if accessLog {
-            let elapsed = ContinuousClock.now - started
             let millis = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
             logger.info(
                 "request",

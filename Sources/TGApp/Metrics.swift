@@ -1,0 +1,82 @@
+import CoreMetrics
+import HTTPTypes
+public import Prometheus
+public import TGAuth
+import TGHTTPServer
+import TGPostgres
+
+/// `GET /metrics` (DESIGN.md §5): the Prometheus text format of one registry per instance.
+/// The domain counts through swift-metrics (``AuthMetrics``); this records the HTTP side and,
+/// at each scrape, the gauges of the database pool and the caches.
+public final class TokenGateMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    public let factory: PrometheusMetricsFactory
+
+    public init() {
+        registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // Latency buckets from 1 ms: a cached proxy hop takes a few.
+        factory.defaultDurationHistogramBuckets = [
+            .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5),
+            .seconds(10), .seconds(30),
+        ]
+        self.factory = factory
+    }
+
+    /// The domain's view of the same registry.
+    public var auth: AuthMetrics { AuthMetrics(factory: factory) }
+
+    /// Methods that get a label of their own; anything else is `other` (label sets stay bounded
+    /// whatever clients send).
+    static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+    /// One answered request: by route pattern (`-` when none matched), method and status; its
+    /// time to the response head.
+    func request(route: String, method: String, status: Int, duration: Duration) {
+        let method = Self.methods.contains(method) ? method : "other"
+        CoreMetrics.Counter(
+            label: "tokengate_http_requests_total",
+            dimensions: [("route", route), ("method", method), ("status", String(status))],
+            factory: factory
+        ).increment()
+        CoreMetrics.Timer(label: "tokengate_http_request_duration_seconds", dimensions: [("route", route)], factory: factory)
+            .recordInterval(duration)
+    }
+
+    /// Adds `GET /metrics`; `database` and `auth` give the gauges read at each scrape.
+    func addRoute(to router: inout Router, database: PostgresClient, auth: AuthService?) {
+        router.add(
+            .get,
+            "/metrics",
+            .sync { [self] _, _ in
+                let pool = [
+                    ("open", database.openConnections), ("idle", database.idleConnections),
+                    ("waiting", database.waitingForConnection),
+                ]
+                for (state, count) in pool {
+                    CoreMetrics.Gauge(label: "tokengate_db_pool_connections", dimensions: [("state", state)], factory: factory).record(count)
+                }
+                if let auth {
+                    let counts = auth.cache.counts
+                    CoreMetrics.Gauge(label: "tokengate_cache_entries", dimensions: [("kind", "sessions")], factory: factory).record(counts.sessions)
+                    CoreMetrics.Gauge(label: "tokengate_cache_entries", dimensions: [("kind", "upstream_tokens")], factory: factory)
+                        .record(counts.tokens)
+                }
+                return ServerResponse(
+                    status: .ok,
+                    headerFields: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+                    body: .bytes(registry.emitToBuffer())
+                )
+            }
+        )
+    }
+}
+
+extension CoreMetrics.Timer {
+    /// Records a `Duration` (swift-metrics takes nanoseconds).
+    fileprivate func recordInterval(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

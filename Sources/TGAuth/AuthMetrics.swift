@@ -1,0 +1,37 @@
+public import CoreMetrics
+
+/// What the domain counts (DESIGN.md §5), through swift-metrics: the app gives the factory
+/// (Prometheus in `serve`), tools and tests may leave it a no-op. Every label set is bounded:
+/// provider names come from the configuration, outcomes and kinds from the lists below.
+public struct AuthMetrics: Sendable {
+    let factory: any MetricsFactory
+
+    public init(factory: any MetricsFactory = NOOPMetricsHandler.instance) {
+        self.factory = factory
+    }
+
+    /// How a refresh at the provider ended: `ok`, or the error's class (`fatal`: the grant is
+    /// gone; `transient`: try again later; `failed`: an answer TokenGate could not use).
+    func refreshed(provider: String, outcome: String) {
+        Counter(label: "tokengate_upstream_refreshes_total", dimensions: [("provider", provider), ("outcome", outcome)], factory: factory)
+            .increment()
+    }
+
+    /// A caller that found a refresh for its account and scopes already running and waited for it.
+    func joinedRefresh(provider: String) {
+        Counter(label: "tokengate_upstream_refresh_waits_total", dimensions: [("provider", provider)], factory: factory).increment()
+    }
+
+    /// Rows a sweep removed, by kind.
+    func swept(_ report: SweepReport) {
+        let kinds = [
+            ("pending_logins", report.pendingLogins), ("handoff_codes", report.handoffCodes), ("sessions", report.sessions),
+            ("revoked_refresh_tokens", report.revokedRefreshTokens), ("accounts", report.accounts), ("devices", report.devices),
+            ("upstream_revocations", report.upstreamRevocations),
+        ]
+        for (kind, count) in kinds {
+            Counter(label: "tokengate_sweeper_removed_total", dimensions: [("kind", kind)], factory: factory).increment(by: count)
+        }
+        Counter(label: "tokengate_sweeps_total", factory: factory).increment()
+    }
+}
