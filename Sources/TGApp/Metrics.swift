@@ -1,6 +1,7 @@
 import CoreMetrics
 import HTTPTypes
 public import Prometheus
+import Synchronization
 public import TGAuth
 import TGHTTPServer
 import TGPostgres
@@ -11,6 +12,15 @@ import TGPostgres
 public final class TokenGateMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     public let factory: PrometheusMetricsFactory
+    /// The request counter and timer of each (route, method, status) seen: making them through
+    /// the registry costs a lock and a lookup by name and labels, on every request otherwise.
+    private let requestMetrics = Mutex<[RequestKey: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]>([:])
+
+    struct RequestKey: Hashable {
+        var route: String
+        var method: String
+        var status: Int
+    }
 
     public init() {
         registry = PrometheusCollectorRegistry()
@@ -34,14 +44,22 @@ public final class TokenGateMetrics: Sendable {
     /// One answered request: by route pattern (`-` when none matched), method and status; its
     /// time to the response head.
     func request(route: String, method: String, status: Int, duration: Duration) {
-        let method = Self.methods.contains(method) ? method : "other"
-        CoreMetrics.Counter(
-            label: "tokengate_http_requests_total",
-            dimensions: [("route", route), ("method", method), ("status", String(status))],
-            factory: factory
-        ).increment()
-        CoreMetrics.Timer(label: "tokengate_http_request_duration_seconds", dimensions: [("route", route)], factory: factory)
-            .recordInterval(duration)
+        let key = RequestKey(route: route, method: Self.methods.contains(method) ? method : "other", status: status)
+        let metrics = requestMetrics.withLock { known in
+            if let metrics = known[key] { return metrics }
+            let made = (
+                counter: CoreMetrics.Counter(
+                    label: "tokengate_http_requests_total",
+                    dimensions: [("route", key.route), ("method", key.method), ("status", String(key.status))],
+                    factory: factory
+                ),
+                timer: CoreMetrics.Timer(label: "tokengate_http_request_duration_seconds", dimensions: [("route", key.route)], factory: factory)
+            )
+            known[key] = made
+            return made
+        }
+        metrics.counter.increment()
+        metrics.timer.recordInterval(duration)
     }
 
     /// Adds `GET /metrics`; `database` and `auth` give the gauges read at each scrape.
