@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages TokenGate builds, tests and runs with, when missing.
 set -euo pipefail
+# nginx and openssl: the test that runs deploy/nginx/tokengate.conf in front of TokenGate.
 packages=(pkg-config libmicrohttpd-dev libcurl4-openssl-dev libpq-dev libssl-dev
-          postgresql postgresql-contrib curl ${EXTRA_PACKAGES:-})
+          postgresql postgresql-contrib curl nginx openssl ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -10,6 +11,13 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "deps: installing ${missing[*]}" >&2
     SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+    # Packages only: their services (nginx on :80, a PostgreSQL cluster on :5432) are not started;
+    # TokenGate's scripts and tests start their own, on loopback.
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+        $SUDO chmod 755 /usr/sbin/policy-rc.d
+        trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

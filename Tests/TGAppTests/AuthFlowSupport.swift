@@ -49,6 +49,8 @@ struct AuthFlowHarness {
     /// (`upstreamOptions` adds to its settings).
     static func run(
         rateLimits: String = "login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0",
+        /// More `server` settings (`, public_base_url: …`).
+        serverOptions: String = "",
         extraConfiguration: String = "",
         settings: FakeIdentityProvider.Settings = FakeIdentityProvider.Settings(),
         realProvider: OIDCProviderMock? = nil,
@@ -72,7 +74,7 @@ struct AuthFlowHarness {
                     "upstreams: [{ name: graph, base_url: \"\($0.baseURL)\", provider: fake, scopes: [User.Read]\(upstreamOptions) }]"
                 } ?? ""
             let text = """
-                server: { host: 127.0.0.1, port: \(port), \(rateLimits) }
+                server: { host: 127.0.0.1, port: \(port), \(rateLimits)\(serverOptions) }
                 database: { url: "\(url)" }
                 encryption: { current_key_id: k1, keys: [{ id: k1, secret: MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY= }] }
                 clients:
