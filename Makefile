@@ -10,7 +10,7 @@ SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 .PHONY: help deps build release test test-sanitized lint dev bench clean
 
 help:
-	@echo "make dev    build, start a throwaway PostgreSQL, migrate and serve on 127.0.0.1:8080"
+	@echo "make dev    build and run TokenGate on 127.0.0.1:8080 with PostgreSQL, a development provider and a sample API"
 	@echo "make test   lint, build and run every test against a throwaway PostgreSQL"
 	@echo "make bench  release build + wrk against TokenGate and nginx (see bench/)"
 	@echo "make test-sanitized [SANITIZER=address|thread]  every test under a sanitizer (own build folder, minutes)"
@@ -54,12 +54,10 @@ test-sanitized: deps
 	  TOKENGATE_TEST_DATABASE_URL="$$url" ASAN_OPTIONS=detect_leaks=0 \
 	    timeout 1800 swift test --sanitize=$(SANITIZER) --scratch-path .build-$(SANITIZER) --no-parallel
 
+# PostgreSQL (under .data/), the development OpenID provider, a sample API and TokenGate, with
+# the curl walkthrough printed; Ctrl-C stops everything (scripts/dev.sh).
 dev: deps build
-	@mkdir -p $(DATA)
-	@url=$$(scripts/pg.sh start $(DATA)/pg $(DEV_PG_PORT)); \
-	  echo "PostgreSQL: $$url (data in $(DATA)/pg; 'scripts/pg.sh stop $(DATA)/pg' stops it)"; \
-	  TOKENGATE_DATABASE_URL="$$url" .build/debug/tokengate migrate && \
-	  TOKENGATE_DATABASE_URL="$$url" exec .build/debug/tokengate serve --config deploy/dev/tokengate.yaml
+	@scripts/dev.sh
 
 bench: deps
 	bench/run.sh

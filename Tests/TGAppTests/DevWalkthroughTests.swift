@@ -1,0 +1,105 @@
+import Foundation
+import TGTesting
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `make dev` and the README's quick start: what a newcomer does on day one works as written.
+@Suite struct DevWalkthroughTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
+
+    /// The README shows exactly the walkthrough script's commands.
+    @Test func theReadmeQuickStartIsTheWalkthroughScript() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let script = try String(contentsOf: Self.root.appendingPathComponent("scripts/walkthrough.sh"), encoding: .utf8)
+        let start = try #require(readme.range(of: "<!-- walkthrough:start -->\n```bash\n"))
+        let end = try #require(readme.range(of: "```\n<!-- walkthrough:end -->"))
+        let marker = try #require(script.range(of: "# --- walkthrough ---\n"))
+        #expect(String(readme[start.upperBound..<end.lowerBound]) == String(script[marker.upperBound...]))
+    }
+
+    /// `scripts/dev.sh` (what `make dev` runs) on ports of its own: the walkthrough passes against
+    /// it, and SIGINT (Ctrl-C) stops TokenGate, the provider, the API and PostgreSQL.
+    @Test func makeDevServesTheWholeWalkthroughAndCtrlCStopsEverything() async throws {
+        _ = try TestDatabase.adminURL()  // runs under `make test` only, like every database test
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("tg-dev-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(at: data) }
+        let ports = (tokenGate: try freeLoopbackPort(), provider: try freeLoopbackPort(), api: try freeLoopbackPort())
+        let environment = [
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "HOME": NSHomeDirectory(), "DATA": data.path,
+            "TOKENGATE_DEV_PORT": String(ports.tokenGate), "MOCK_PORT": String(ports.provider), "API_PORT": String(ports.api),
+            // Below Linux's ephemeral range, where no client socket holds it (as PrivateCluster does).
+            "DEV_PG_PORT": String(20000 + Int.random(in: 0..<10000)), "TOKENGATE_BINARY": TokenGateProcess.executable,
+        ]
+        let log = data.appendingPathComponent("dev.out")
+        let dev = try await offPool {
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+            let process = Process()
+            // As from a terminal: no signal blocked (a child inherits the test thread's mask, in
+            // which Dispatch blocks SIGINT, and bash cannot unblock it itself).
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [
+                "python3", "-c",
+                "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv('/bin/bash', ['bash', sys.argv[1]])",
+                Self.root.appendingPathComponent("scripts/dev.sh").path,
+            ]
+            process.environment = environment
+            let handle = try FileHandle(forWritingTo: log)
+            process.standardOutput = handle
+            process.standardError = handle
+            try process.run()
+            return UncheckedProcess(process)
+        }
+        defer {
+            // Whatever happened: SIGTERM lets the script stop what it started, then it must go.
+            kill(dev.value.processIdentifier, SIGTERM)
+            for _ in 0..<200 where dev.value.isRunning { usleep(50_000) }
+            kill(dev.value.processIdentifier, SIGKILL)
+        }
+        func output() -> String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+        var started = false
+        for _ in 0..<600 where !started && dev.value.isRunning {
+            started = output().contains("Ctrl-C stops")
+            if !started { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        try #require(started, "make dev did not come up:\n\(output())")
+        #expect(output().contains("TG=${TG:-http://127.0.0.1:\(ports.tokenGate)}"))
+
+        let walk = try await offPool { () -> (Int32, String) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/bash")
+            process.arguments = [Self.root.appendingPathComponent("scripts/walkthrough.sh").path]
+            process.environment = environment.merging(["TG": "http://127.0.0.1:\(ports.tokenGate)"]) { $1 }
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            try process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        #expect(walk.0 == 0, "\(walk.1)")
+        #expect(walk.1.contains(#""subject":"alice""#))
+        #expect(walk.1.contains(#""displayName": "alice""#))
+        #expect(walk.1.contains(#""sessions_ended":1"#))
+        #expect(walk.1.hasSuffix("after logout: 401\n"))
+
+        kill(dev.value.processIdentifier, SIGINT)
+        let exited = try await offPool { () -> Bool in
+            let deadline = Date().addingTimeInterval(20)
+            while dev.value.isRunning, Date() < deadline { usleep(50_000) }
+            return !dev.value.isRunning
+        }
+        #expect(exited, "make dev kept running after SIGINT:\n\(output())")
+        #expect(output().contains("dev: stopped"))
+        for port in [ports.tokenGate, ports.provider, ports.api] {
+            let probe = try await curl(["-s", "-o", "/dev/null", "--max-time", "2", "http://127.0.0.1:\(port)/"])
+            #expect(probe.exitCode == 7, "port \(port) still answers after Ctrl-C")
+        }
+        let postgres = try await curl(["-s", "--max-time", "2", "telnet://127.0.0.1:\(environment["DEV_PG_PORT"]!)"])
+        #expect(postgres.exitCode == 7, "PostgreSQL still listens after Ctrl-C")
+    }
+}
