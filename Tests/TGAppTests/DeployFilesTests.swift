@@ -1,0 +1,97 @@
+import Foundation
+import TGApp
+import Testing
+import Yams
+
+/// The files in `deploy/` that this machine cannot run (no container runtime or cluster here)
+/// still say what operations rely on: the configurations they ship load and validate, probes
+/// point at the right endpoints, the process runs unprivileged and gets time to drain.
+/// (`deploy/nginx` runs for real in ``NginxFrontTests``.)
+@Suite struct DeployFilesTests {
+    static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../deploy").standardized
+
+    static func text(_ path: String) throws -> String {
+        try String(contentsOf: deploy.appendingPathComponent(path), encoding: .utf8)
+    }
+
+    /// Loads a shipped configuration with its secret files replaced by stand-ins in a temporary
+    /// directory: it must pass TokenGate's own validation.
+    static func loads(_ configuration: String, secretsAt directory: String, environment: [String: String] = [:]) throws {
+        let stand = FileManager.default.temporaryDirectory.appendingPathComponent("tg-deploy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: stand, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: stand) }
+        let secrets = [
+            "database-url": "postgresql://tokengate:pw@127.0.0.1:5432/tokengate", "key-k1": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+            "idp-client-secret": "s3cret",
+        ]
+        for (name, value) in secrets { try value.write(to: stand.appendingPathComponent(name), atomically: true, encoding: .utf8) }
+        let file = stand.appendingPathComponent("tokengate.yaml")
+        try configuration.replacingOccurrences(of: directory, with: stand.path + "/").write(to: file, atomically: true, encoding: .utf8)
+        _ = try ConfigurationLoader.load(path: file.path, environment: environment)
+    }
+
+    @Test func theKubernetesManifestsProbeMigrateDrainAndShipAValidConfiguration() throws {
+        let documents = try Yams.load_all(yaml: Self.text("kubernetes/tokengate.yaml")).compactMap { $0 as? [String: Any] }
+        func document(_ kind: String) throws -> [String: Any] { try #require(documents.first { $0["kind"] as? String == kind }) }
+        #expect(
+            Set(documents.compactMap { $0["kind"] as? String }) == ["Secret", "ConfigMap", "Job", "Deployment", "Service", "PodDisruptionBudget"]
+        )
+
+        let deployment = try #require(try document("Deployment")["spec"] as? [String: Any])
+        #expect((deployment["replicas"] as? Int ?? 0) >= 2)
+        let pod = try #require((deployment["template"] as? [String: Any])?["spec"] as? [String: Any])
+        #expect((pod["terminationGracePeriodSeconds"] as? Int ?? 0) > 15)
+        let container = try #require((pod["containers"] as? [[String: Any]])?.first)
+        #expect(((container["livenessProbe"] as? [String: Any])?["httpGet"] as? [String: Any])?["path"] as? String == "/healthz")
+        #expect(((container["readinessProbe"] as? [String: Any])?["httpGet"] as? [String: Any])?["path"] as? String == "/readyz")
+        #expect((container["args"] as? [String])?.first == "serve")
+        #expect(((pod["securityContext"] as? [String: Any])?["runAsNonRoot"] as? Bool) == true)
+
+        let job = try #require(try document("Job")["spec"] as? [String: Any])
+        let jobPod = try #require((job["template"] as? [String: Any])?["spec"] as? [String: Any])
+        #expect(((jobPod["containers"] as? [[String: Any]])?.first?["args"] as? [String])?.first == "migrate")
+
+        // Every secret file the configuration reads is a key of the Secret.
+        let configuration = try #require((try document("ConfigMap")["data"] as? [String: String])?["tokengate.yaml"])
+        let keys = Set(try #require((try document("Secret")["stringData"] as? [String: String])?.keys))
+        let read = configuration.components(separatedBy: "/etc/tokengate/secrets/").dropFirst().map { String($0.prefix { $0 != " " && $0 != "}" }) }
+        #expect(!read.isEmpty && Set(read).isSubset(of: keys), "\(read) not all in \(keys)")
+        try Self.loads(configuration, secretsAt: "/etc/tokengate/secrets/")
+    }
+
+    @Test func theComposeFileMigratesBeforeServingAndShipsAValidConfiguration() throws {
+        let compose = try #require(try Yams.load(yaml: Self.text("compose.yaml")) as? [String: Any])
+        let services = try #require(compose["services"] as? [String: Any])
+        #expect(Set(services.keys) == ["postgres", "migrate", "tokengate", "nginx"])
+        let tokengate = try #require(services["tokengate"] as? [String: Any])
+        let waitsFor = (tokengate["depends_on"] as? [String: Any])?["migrate"] as? [String: Any]
+        #expect(waitsFor?["condition"] as? String == "service_completed_successfully")
+        // nginx runs the tested site file, not a copy of it.
+        #expect(((services["nginx"] as? [String: Any])?["volumes"] as? [String])?.contains { $0.hasPrefix("./nginx/tokengate.conf:") } == true)
+        try Self.loads(Self.text("tokengate.compose.yaml"), secretsAt: "/run/secrets/", environment: ["IDP_CLIENT_SECRET": "s3cret"])
+    }
+
+    @Test func theSystemdUnitRunsUnprivilegedHardenedAndDrainsOnSIGTERM() throws {
+        let unit = try Self.text("systemd/tokengate.service")
+        let lines = Set(unit.split(separator: "\n").map(String.init))
+        for required in [
+            "User=tokengate", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "KillSignal=SIGTERM",
+            "CapabilityBoundingSet=", "ExecStart=/usr/local/bin/tokengate serve --config /etc/tokengate/tokengate.yaml",
+            "ExecStartPre=/usr/local/bin/tokengate migrate --config /etc/tokengate/tokengate.yaml",
+        ] {
+            #expect(lines.contains(required), "missing \(required)")
+        }
+        let stop = lines.first { $0.hasPrefix("TimeoutStopSec=") }.flatMap { Int($0.dropFirst("TimeoutStopSec=".count)) }
+        #expect((stop ?? 0) > 10, "TimeoutStopSec must leave the drain (10 s) its time")
+    }
+
+    @Test func theContainerImageIsMultiStageAndRunsAsANonRootUser() throws {
+        let file = try Self.text("container/Containerfile").split(separator: "\n").map(String.init)
+        let stages = file.indices.filter { file[$0].hasPrefix("FROM ") }
+        #expect(stages.count == 2)
+        let runtime = file[(stages.last ?? 0)...]
+        #expect(runtime.contains("USER 10001:10001"))
+        #expect(runtime.contains("STOPSIGNAL SIGTERM"))
+        #expect(runtime.contains { $0.hasPrefix("COPY --from=build ") })
+    }
+}
