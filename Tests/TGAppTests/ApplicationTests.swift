@@ -57,6 +57,19 @@ import Testing
         await server.shutdown()
     }
 
+    @Test func headIsAnsweredLikeGetWithoutTheBody() async throws {
+        let server = try serve(makeApp(CapturingLogSink()))
+        let head = try await curl(["-s", "-I", server.baseURL + "/items/abc"])
+        #expect(head.status == 200)
+        #expect(head.header("Content-Length") == "3")
+        #expect(head.body.isEmpty)
+        #expect(try await curl(["-s", "-I", server.baseURL + "/healthz"]).status == 200)
+        // A 405 lists HEAD wherever GET is allowed.
+        let wrong = try await curl(["-i", "-X", "DELETE", server.baseURL + "/healthz"])
+        #expect(wrong.header("Allow") == "GET, HEAD")
+        await server.shutdown()
+    }
+
     @Test func answersHTTPResponseErrorsAsTheySayAndHidesOtherErrorsBehindA500() async throws {
         let sink = CapturingLogSink()
         let server = try serve(makeApp(sink))

@@ -91,15 +91,23 @@ public struct Router: Sendable {
     func match(_ method: HTTPRequest.Method, path: Substring) -> Match {
         var allowed: [HTTPRequest.Method] = []
         if let routes = literal[String(path)] {
-            if let route = routes.first(where: { $0.method == method }) { return .found(route, [:]) }
+            if let route = Self.route(for: method, in: routes) { return .found(route, [:]) }
             allowed += routes.map(\.method)
         }
         for pattern in patterns {
             guard let parameters = Self.bind(pattern.segments, to: path) else { continue }
-            if let route = pattern.routes.first(where: { $0.method == method }) { return .found(route, parameters) }
+            if let route = Self.route(for: method, in: pattern.routes) { return .found(route, parameters) }
             allowed += pattern.routes.map(\.method)
         }
+        if allowed.contains(.get), !allowed.contains(.head) { allowed.append(.head) }
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed)
+    }
+
+    /// The route for `method`; HEAD falls back to GET (RFC 9110 §9.3.2: the same answer without
+    /// its body, which libmicrohttpd leaves out).
+    private static func route(for method: HTTPRequest.Method, in routes: [Route]) -> Route? {
+        if let route = routes.first(where: { $0.method == method }) { return route }
+        return method == .head ? routes.first { $0.method == .get } : nil
     }
 
     /// The pattern's parameters in `path`, or nil when it does not fit. Works on the path's bytes
