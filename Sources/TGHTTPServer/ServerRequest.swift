@@ -85,6 +85,16 @@ public enum FormURLEncoding {
     /// Splits on `&`, then on the first `=`; decodes `+` and percent escapes. Empty pairs are skipped;
     /// a name without `=` has an empty value. Pairs whose bytes are not valid UTF-8 are dropped.
     public static func decode<S: StringProtocol>(_ text: S) -> [(name: String, value: String)] {
+        decode(text, strict: false) ?? []
+    }
+
+    /// Like ``decode(_:)``, but nil when any pair does not decode (a bad percent-encoding, or
+    /// bytes that are not UTF-8): for forms where a dropped pair would be misread as a missing one.
+    public static func decodeAll<S: StringProtocol>(_ text: S) -> [(name: String, value: String)]? {
+        decode(text, strict: true)
+    }
+
+    private static func decode<S: StringProtocol>(_ text: S, strict: Bool) -> [(name: String, value: String)]? {
         var result: [(name: String, value: String)] = []
         for pair in text.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
             let equals = pair.firstIndex(of: UInt8(ascii: "="))
@@ -92,7 +102,10 @@ public enum FormURLEncoding {
             let rawValue = equals.map { pair[pair.index(after: $0)...] } ?? pair[pair.endIndex...]
             guard let name = percentDecode(rawName, plusAsSpace: true),
                 let value = percentDecode(rawValue, plusAsSpace: true)
-            else { continue }
+            else {
+                if strict { return nil }
+                continue
+            }
             result.append((name, value))
         }
         return result

@@ -30,6 +30,7 @@ import Testing
         #expect(token.status == 503)
         #expect(token.json["error"] as? String == "temporarily_unavailable")
         #expect(token.header("Retry-After") != nil)
+        #expect(logs.lines.contains { $0.contains("database unavailable") && $0.contains(#""route":"/auth/token""#) })
         let me = try await curl(["-i", server.baseURL + "/auth/me", "-H", "Authorization: Bearer AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"])
         #expect(me.status == 503)
         #expect(me.json["code"] as? String == "database_unavailable")

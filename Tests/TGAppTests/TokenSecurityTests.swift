@@ -210,4 +210,18 @@ import Testing
             #expect(throws: CryptoError.self) { try h.auth.vault.open(blob, context: "grant:\(UUID().uuidString.lowercased())") }
         }
     }
+
+    @Test func aFormWithABadPercentEncodingIsNamedAsSuchNotAsAMissingParameter() async throws {
+        try await AuthFlowHarness.run { h in
+            for body in ["grant_type=refresh%zz_token&client_id=x", "grant_type=%ff%fe&client_id=x"] {
+                let result = try await curl([
+                    "-i", "-X", "POST", h.baseURL + "/auth/token", "-H", "Content-Type: application/x-www-form-urlencoded",
+                    "--data-raw", body,
+                ])
+                #expect(result.status == 400)
+                #expect(result.json["error"] as? String == "invalid_request")
+                #expect((result.json["error_description"] as? String)?.contains("percent-encoding") == true, "\(result.body)")
+            }
+        }
+    }
 }

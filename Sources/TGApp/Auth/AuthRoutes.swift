@@ -117,7 +117,10 @@ enum AuthRoutes {
         guard type?.lowercased() == "application/x-www-form-urlencoded" else {
             throw AuthProblem(.invalidRequest, "Send the parameters as application/x-www-form-urlencoded.")
         }
-        return FormURLEncoding.decode(String(decoding: request.body, as: UTF8.self))
+        guard let text = String(validating: request.body, as: UTF8.self), let pairs = FormURLEncoding.decodeAll(text) else {
+            throw AuthProblem(.invalidRequest, "The form has a bad percent-encoding or is not UTF-8; encode it as application/x-www-form-urlencoded.")
+        }
+        return pairs
     }
 
     static func accountID(_ text: String) throws -> UUID {

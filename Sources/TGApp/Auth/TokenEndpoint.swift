@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Logging
 import TGAuth
 import TGHTTPServer
 import TGPostgres
@@ -54,6 +55,8 @@ enum TokenEndpoint {
                 body: .bytes(Array(try encoder.encode(tokens)))
             )
         } catch let error as PostgresError where error.isUnavailable || error.isCancelled {
+            // Logged like every other route's database outage (Application.answer).
+            service.logger.warning("database unavailable", metadata: ["route": "/auth/token"])
             return OAuthError(.temporarilyUnavailable, "TokenGate's database is unavailable; try again shortly.", retryAfter: 5)
                 .response()
         }
@@ -65,8 +68,12 @@ enum TokenEndpoint {
         guard type?.lowercased() == "application/x-www-form-urlencoded" else {
             throw OAuthError(.invalidRequest, "Send the parameters as application/x-www-form-urlencoded.")
         }
+        // String(decoding:) would turn bytes that are not UTF-8 into U+FFFD; validate first.
+        guard let text = String(validating: request.body, as: UTF8.self), let pairs = FormURLEncoding.decodeAll(text) else {
+            throw OAuthError(.invalidRequest, "The form has a bad percent-encoding or is not UTF-8; encode it as application/x-www-form-urlencoded.")
+        }
         var result: [String: String] = [:]
-        for (name, value) in FormURLEncoding.decode(String(decoding: request.body, as: UTF8.self)) {
+        for (name, value) in pairs {
             guard result.updateValue(value, forKey: name) == nil else {
                 throw OAuthError(.invalidRequest, "A parameter appears more than once.")
             }
