@@ -44,27 +44,30 @@ public struct Application: Sendable {
 
     private func handle(_ request: ServerRequest) -> HTTPServer.Reply {
         let started = ContinuousClock.now
-        let requestID = Self.requestID(from: request.head.headerFields[Self.requestIDField])
-        let method = request.head.method
-        switch router.match(method, path: request.path) {
+        // The client address is settled once: the handler, the metrics and the log all use it.
+        var info = RequestInfo(
+            requestID: Self.requestID(from: request.head.headerFields[Self.requestIDField]),
+            clientAddress: clientAddress(request)
+        )
+        switch router.match(request.head.method, path: request.path) {
         case .notFound:
-            return .response(finish(Problem.notFound().response(), request, requestID, "-", started))
+            return .response(finish(Problem.notFound().response(), request, info, "-", started))
         case .methodNotAllowed(let allowed):
-            return .response(finish(Problem.methodNotAllowed(allowed).response(), request, requestID, "-", started))
+            return .response(finish(Problem.methodNotAllowed(allowed).response(), request, info, "-", started))
         case .found(let route, let parameters):
-            let info = RequestInfo(requestID: requestID, parameters: parameters, clientAddress: clientAddress(request))
+            info.parameters = parameters
             switch route.handler {
             case .sync(let handler):
-                return .response(finish(handler(request, info), request, requestID, route.pattern, started))
+                return .response(finish(handler(request, info), request, info, route.pattern, started))
             case .async(let handler):
-                return .async { request in
+                return .async { [info] request in
                     let response: ServerResponse
                     do {
                         response = try await handler(request, info)
                     } catch {
-                        response = self.answer(error, requestID: requestID, route: route.pattern)
+                        response = self.answer(error, requestID: info.requestID, route: route.pattern)
                     }
-                    return self.finish(response, request, requestID, route.pattern, started)
+                    return self.finish(response, request, info, route.pattern, started)
                 }
             }
         }
@@ -92,11 +95,12 @@ public struct Application: Sendable {
     private func finish(
         _ response: ServerResponse,
         _ request: ServerRequest,
-        _ requestID: String,
+        _ info: RequestInfo,
         _ route: String,
         _ started: ContinuousClock.Instant
     ) -> ServerResponse {
         var response = response
+        let requestID = info.requestID
         response.headerFields[Self.requestIDField] = requestID
         guard accessLog || metrics != nil else { return response }
         let elapsed = ContinuousClock.now - started
@@ -109,7 +113,7 @@ public struct Application: Sendable {
                     "request_id": .string(requestID), "method": .string(request.head.method.rawValue),
                     "route": .string(route), "status": .stringConvertible(response.status.code),
                     "duration_ms": .stringConvertible((millis * 1000).rounded() / 1000),
-                    "remote": .string(clientAddress(request) ?? "-"),
+                    "remote": .string(info.clientAddress ?? "-"),
                 ]
             )
         }
