@@ -16,21 +16,8 @@ struct TokenGateProcess {
     }
 
     static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await offPool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-            process.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
-            let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            try process.run()
-            let stdout = out.fileHandleForReading.readDataToEndOfFile()
-            let stderr = err.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
-        }
+        let result = try await runProcess(executable, arguments, environment: ["PATH": "/usr/bin:/bin"].merging(environment) { $1 })
+        return (result.exitCode, result.stdout, result.stderr)
     }
 }
 

@@ -68,24 +68,16 @@ import Glibc
         try #require(started, "make dev did not come up:\n\(output())")
         #expect(output().contains("TG=${TG:-http://127.0.0.1:\(ports.tokenGate)}"))
 
-        let walk = try await offPool { () -> (Int32, String) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/bash")
-            process.arguments = [Self.root.appendingPathComponent("scripts/walkthrough.sh").path]
-            process.environment = environment.merging(["TG": "http://127.0.0.1:\(ports.tokenGate)"]) { $1 }
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-        }
-        #expect(walk.0 == 0, "\(walk.1)")
-        #expect(walk.1.contains(#""subject":"alice""#))
-        #expect(walk.1.contains(#""displayName": "alice""#))
-        #expect(walk.1.contains(#""sessions_ended":1"#))
-        #expect(walk.1.hasSuffix("after logout: 401\n"))
+        let walk = try await runProcess(
+            "/bin/bash",
+            [Self.root.appendingPathComponent("scripts/walkthrough.sh").path],
+            environment: environment.merging(["TG": "http://127.0.0.1:\(ports.tokenGate)"]) { $1 }
+        )
+        #expect(walk.exitCode == 0, "\(walk.stdout)\n\(walk.stderr)")
+        #expect(walk.stdout.contains(#""subject":"alice""#))
+        #expect(walk.stdout.contains(#""displayName": "alice""#))
+        #expect(walk.stdout.contains(#""sessions_ended":1"#))
+        #expect(walk.stdout.hasSuffix("after logout: 401\n"))
 
         kill(dev.value.processIdentifier, SIGINT)
         let exited = try await offPool { () -> Bool in

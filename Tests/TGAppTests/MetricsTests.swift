@@ -26,20 +26,9 @@ import Testing
                     out.append({"name": s.name, "labels": s.labels, "value": s.value})
             print(json.dumps(out))
             """
-        let output = try await offPool { () -> (Int32, Data) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-c", script, file.path]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, data)
-        }
-        try #require(output.0 == 0, "prometheus_client could not parse /metrics:\n\(text)")
-        return try JSONDecoder().decode([Sample].self, from: output.1)
+        let parsed = try await runProcess("/usr/bin/env", ["python3", "-c", script, file.path])
+        try #require(parsed.exitCode == 0, "prometheus_client could not parse /metrics: \(parsed.stderr)\n\(text)")
+        return try JSONDecoder().decode([Sample].self, from: Data(parsed.stdout.utf8))
     }
 
     static func value(_ samples: [Sample], _ name: String, _ labels: [String: String] = [:]) -> Double? {

@@ -25,16 +25,7 @@ import Glibc
         var baseURL: String { "https://127.0.0.1:\(port)" }
 
         static func start(in directory: URL, port: UInt16, tokenGatePort: UInt16) async throws -> Nginx {
-            let certificate = directory.appendingPathComponent("cert.pem").path
-            let key = directory.appendingPathComponent("key.pem").path
-            let openssl = try await run(
-                "/usr/bin/openssl",
-                [
-                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", certificate,
-                ]
-            )
-            try #require(openssl == 0, "openssl could not make a certificate")
+            let (certificate, key) = try await makeSelfSignedCertificate(in: directory)
             let site = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../deploy/nginx/tokengate.conf")
             let rendered = try String(contentsOf: site, encoding: .utf8)
                 .replacingOccurrences(of: "__LISTEN__", with: "127.0.0.1:\(port)")
@@ -92,18 +83,6 @@ import Glibc
             process.value.waitUntilExit()
         }
 
-        static func run(_ executable: String, _ arguments: [String]) async throws -> Int32 {
-            try await offPool {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: executable)
-                process.arguments = arguments
-                process.standardOutput = FileHandle.nullDevice
-                process.standardError = FileHandle.nullDevice
-                try process.run()
-                process.waitUntilExit()
-                return process.terminationStatus
-            }
-        }
     }
 
     @Test func theLoginFlowAndAProxiedCallWorkThroughNginxWithPublicURLsAndClientAddressesRight() async throws {

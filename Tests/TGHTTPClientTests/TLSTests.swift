@@ -19,16 +19,8 @@ final class SelfSignedTLSServer: @unchecked Sendable {
     init() async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("tg-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        certificatePath = directory.appendingPathComponent("cert.pem").path
-        let keyPath = directory.appendingPathComponent("key.pem").path
-        let made = try await Self.run(
-            "/usr/bin/openssl",
-            [
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", keyPath, "-out", certificatePath,
-            ]
-        )
-        #expect(made == 0)
+        let (certificate, keyPath) = try await makeSelfSignedCertificate(in: directory)
+        certificatePath = certificate
         port = try freeLoopbackPort()
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
@@ -47,19 +39,6 @@ final class SelfSignedTLSServer: @unchecked Sendable {
         // Dispatch's threads block SIGTERM, so a SIGTERM would leave the server running.
         kill(process.processIdentifier, SIGKILL)
         try? FileManager.default.removeItem(at: directory)
-    }
-
-    static func run(_ executable: String, _ arguments: [String]) async throws -> Int32 {
-        try await offPool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
     }
 
     static func accepts(_ port: UInt16) -> Bool {
