@@ -19,6 +19,34 @@ struct TokenGateProcess {
         let result = try await runProcess(executable, arguments, environment: ["PATH": "/usr/bin:/bin"].merging(environment) { $1 })
         return (result.exitCode, result.stdout, result.stderr)
     }
+
+    /// Starts `tokengate` in the background, its output going to `log` (a file, so that nothing
+    /// waits on a pipe). With `blockingSignals`, it starts with every signal blocked, as a child
+    /// of a supervisor that blocks them may.
+    static func start(
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        log: URL,
+        blockingSignals: Bool = false
+    ) async throws -> UncheckedProcess {
+        try await offPool {
+            if blockingSignals {
+                var blocked = sigset_t()
+                sigfillset(&blocked)
+                pthread_sigmask(SIG_BLOCK, &blocked, nil)
+            }
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            process.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
+            let handle = try FileHandle(forWritingTo: log)
+            process.standardOutput = handle
+            process.standardError = handle
+            try process.run()
+            return UncheckedProcess(process)
+        }
+    }
 }
 
 @Suite struct CommandLineTests {

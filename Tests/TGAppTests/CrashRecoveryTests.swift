@@ -30,18 +30,7 @@ import Glibc
             upstreams: [{ name: graph, base_url: "\(try #require(harness.graph).baseURL)", provider: fake, scopes: [User.Read], path_prefixes: ["/me"] }]
             """.write(to: configuration, atomically: true, encoding: .utf8)
             let log = directory.appendingPathComponent("serve.log")
-            let process = try await offPool {
-                _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: TokenGateProcess.executable)
-                process.arguments = ["serve", "--config", configuration.path]
-                process.environment = ["PATH": "/usr/bin:/bin"]
-                let handle = try FileHandle(forWritingTo: log)
-                process.standardOutput = handle
-                process.standardError = handle
-                try process.run()
-                return UncheckedProcess(process)
-            }
+            let process = try await TokenGateProcess.start(["serve", "--config", configuration.path], log: log)
             defer { kill(process.value.processIdentifier, SIGKILL) }
             try await eventually("the process serves") { try await curl(["-f", "http://127.0.0.1:\(port)/readyz"]).exitCode == 0 }
 

@@ -18,22 +18,13 @@ import Glibc
             #expect(try await TokenGateProcess.run(["migrate"], environment: environment).status == 0)
             let port = try freeLoopbackPort()
             let output = FileManager.default.temporaryDirectory.appendingPathComponent("tg-serve-\(UUID().uuidString).log")
-            _ = FileManager.default.createFile(atPath: output.path, contents: nil)
             defer { try? FileManager.default.removeItem(at: output) }
-            let process = try await offPool {
-                var blocked = sigset_t()
-                sigfillset(&blocked)
-                pthread_sigmask(SIG_BLOCK, &blocked, nil)
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: TokenGateProcess.executable)
-                process.arguments = ["serve"]
-                process.environment = ["PATH": "/usr/bin:/bin", "TOKENGATE_SERVER_PORT": String(port)].merging(environment) { $1 }
-                let handle = try FileHandle(forWritingTo: output)
-                process.standardOutput = handle
-                process.standardError = handle
-                try process.run()
-                return UncheckedProcess(process)
-            }
+            let process = try await TokenGateProcess.start(
+                ["serve"],
+                environment: ["TOKENGATE_SERVER_PORT": String(port)].merging(environment) { $1 },
+                log: output,
+                blockingSignals: true
+            )
             defer { kill(process.value.processIdentifier, SIGKILL) }
             var healthy = false
             for _ in 0..<100 where !healthy {
