@@ -61,24 +61,8 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode(1)
         }
         let providers = try TokenGateApp.makeProviders(configuration)
-        let metrics = TokenGateMetrics()
-        let auth = try TokenGateApp.makeAuthService(
-            configuration,
-            database: database,
-            providers: providers,
-            logger: logger,
-            metrics: metrics.auth
-        )
-        let upstreamClients = TokenGateApp.makeUpstreamClients(configuration)
-        let server = TokenGateApp.makeServer(
-            configuration,
-            database: database,
-            providers: providers,
-            auth: auth,
-            upstreamClients: upstreamClients,
-            metrics: metrics,
-            logger: logger
-        )
+        let assembly = try TokenGateApp.assemble(configuration, database: database, providers: providers, logger: logger)
+        let (auth, server, upstreamClients) = (assembly.auth, assembly.server, assembly.upstreamClients)
         // What this instance caches follows every instance's changes (LISTEN/NOTIFY).
         let invalidations = Task { await auth.followInvalidations(databaseURL: configuration.database.url?.value ?? "") }
         defer { invalidations.cancel() }

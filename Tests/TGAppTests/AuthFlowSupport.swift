@@ -150,28 +150,17 @@ struct AuthFlowHarness {
             var configuration = configuration
             if let port { configuration.server.port = Int(port) }
             let logger = capturingLogger(logs, level: .debug)
-            let metrics = TokenGateMetrics()
-            let auth = try TokenGateApp.makeAuthService(
+            let assembly = try TokenGateApp.assemble(
                 configuration,
                 database: database,
                 providers: providers,
                 logger: logger,
-                clock: clock.authClock,
-                metrics: metrics.auth
+                clock: clock.authClock
             )
-            let clients = TokenGateApp.makeUpstreamClients(configuration)
-            let server = TokenGateApp.makeServer(
-                configuration,
-                database: database,
-                providers: providers,
-                auth: auth,
-                upstreamClients: clients,
-                metrics: metrics,
-                logger: logger
-            )
-            try server.start()
+            try assembly.server.start()
+            let auth = assembly.auth
             let follower = Task { await auth.followInvalidations(databaseURL: databaseURL) }
-            return Instance(server: server, auth: auth, follower: follower, upstreamClients: clients)
+            return Instance(server: assembly.server, auth: auth, follower: follower, upstreamClients: assembly.upstreamClients)
         }
 
         func stop() async {

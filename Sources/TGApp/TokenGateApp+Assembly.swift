@@ -1,0 +1,40 @@
+public import Logging
+public import TGAuth
+public import TGHTTPClient
+public import TGHTTPServer
+public import TGOIDC
+public import TGPostgres
+
+extension TokenGateApp {
+    /// What one `serve` instance runs, wired together: the auth flow, one HTTP client per API,
+    /// and the server (not started), sharing one metrics registry.
+    public struct Assembly: Sendable {
+        public let auth: AuthService
+        public let server: HTTPServer
+        /// Shut them down after the server.
+        public let upstreamClients: [String: HTTPClient]
+        public let metrics: TokenGateMetrics
+    }
+
+    public static func assemble(
+        _ configuration: TokenGateConfiguration,
+        database: PostgresClient,
+        providers: [OpenIDProvider],
+        logger: Logger,
+        clock: AuthClock = .system
+    ) throws -> Assembly {
+        let metrics = TokenGateMetrics()
+        let auth = try makeAuthService(configuration, database: database, providers: providers, logger: logger, clock: clock, metrics: metrics.auth)
+        let upstreamClients = makeUpstreamClients(configuration)
+        let server = makeServer(
+            configuration,
+            database: database,
+            providers: providers,
+            auth: auth,
+            upstreamClients: upstreamClients,
+            metrics: metrics,
+            logger: logger
+        )
+        return Assembly(auth: auth, server: server, upstreamClients: upstreamClients, metrics: metrics)
+    }
+}
