@@ -21,3 +21,31 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 # col FILE N: the median of column N of FILE.
 col() { awk -v c="$2" '{ print $c }' "$1" | median; }
+
+# reference_nginx WORK NGINX_PORT UPSTREAM_PORT LOCATIONS: starts the reference nginx (pid in
+# WORK/nginx.pid): LOCATIONS served on NGINX_PORT, where `backend` is the JSON answer on
+# UPSTREAM_PORT; PROXY_TO_BACKEND is the proxy_pass settings TokenGate's hop is compared with.
+PROXY_TO_BACKEND='proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Authorization "Bearer upstream-token";'
+reference_nginx() {
+    local work=$1 nginx_port=$2 upstream_port=$3 locations=$4
+    cat >"$work/nginx.conf" <<NGINX
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    upstream backend { server 127.0.0.1:$upstream_port; keepalive 64; }
+    server {
+        listen 127.0.0.1:$nginx_port;
+        $locations
+    }
+    server {
+        listen 127.0.0.1:$upstream_port;
+        location / { default_type application/json; return 200 '{"value":"hello, world!"}'; }
+    }
+}
+NGINX
+    nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
+}

@@ -48,31 +48,7 @@ psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail 
 "$psql" "$admin_url" -qAt -c "CREATE DATABASE bench" >/dev/null
 database_url=${admin_url%/*}/bench
 
-cat >"$work/nginx.conf" <<NGINX
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    upstream backend { server 127.0.0.1:$UPSTREAM_PORT; keepalive 64; }
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        location / {
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Authorization "Bearer upstream-token";
-        }
-    }
-    server {
-        listen 127.0.0.1:$UPSTREAM_PORT;
-        location / { default_type application/json; return 200 '{"value":"hello, world!"}'; }
-    }
-}
-NGINX
-nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
+reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { proxy_pass http://backend; $PROXY_TO_BACKEND }"
 "$bindir/tokengate-bench-server" $SLOW_PORT >"$work/slow.log" 2>&1 &
 pids+=($!)
 python3 -W ignore -m oidc_provider_mock -H 127.0.0.1 -p $MOCK_PORT >"$work/provider.log" 2>&1 &

@@ -37,32 +37,8 @@ cleanup() {
 trap cleanup EXIT
 
 NGINX_PORT=18080 UPSTREAM_PORT=18081 TG_PORT=18090
-cat >"$work/nginx.conf" <<NGINX
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    upstream backend { server 127.0.0.1:$UPSTREAM_PORT; keepalive 64; }
-    server {
-        listen 127.0.0.1:$NGINX_PORT;
-        location = /plain { default_type text/plain; return 200 "hello, world!"; }
-        location /proxy/ {
-            proxy_pass http://backend/;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Authorization "Bearer upstream-token";
-        }
-    }
-    server {
-        listen 127.0.0.1:$UPSTREAM_PORT;
-        location / { default_type application/json; return 200 '{"value":"hello, world!"}'; }
-    }
-}
-NGINX
-nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
+reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT \
+    "location = /plain { default_type text/plain; return 200 \"hello, world!\"; } location /proxy/ { proxy_pass http://backend/; $PROXY_TO_BACKEND }"
 "$bin" $TG_PORT "127.0.0.1:$UPSTREAM_PORT" >"$work/tg.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$TG_PORT/plain" >/dev/null && break; sleep 0.1; done
