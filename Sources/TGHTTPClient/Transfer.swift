@@ -30,6 +30,8 @@ final class Transfer: @unchecked Sendable {
     /// Streaming: a head announcing a body of at most this many bytes waits for the body (see
     /// `HTTPClient.stream(_:body:timeout:bufferSize:wholeBodyUpTo:)`).
     var holdHeadUpTo = 0
+    /// The head is complete but waits for the body (`finish` hands both over).
+    var headHeld = false
     /// Request body source: fixed bytes (with a read offset) or a channel fed by the caller.
     var uploadBytes: [UInt8] = []
     var uploadOffset = 0
@@ -164,9 +166,9 @@ final class Transfer: @unchecked Sendable {
         } else if line.count <= 2, line.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             // 1xx blocks (100 Continue) are followed by the real one. A small announced body is
             // awaited: `finish` hands head and body over together.
-            if status >= 200, !headDelivered {
+            if status >= 200, !headDelivered, !headHeld {
                 if holdHeadUpTo > 0, let length = RawHead.contentLength(in: headBytes), length <= holdHeadUpTo {
-                    headDelivered = true
+                    headHeld = true
                 } else {
                     deliverHead()
                 }

@@ -135,6 +135,22 @@ import Testing
         await server.shutdown()
     }
 
+    /// The same rule where libcurl hands the head over, without a network's timing: a head
+    /// announcing at most the limit is held at its blank line, a larger one is delivered there.
+    @Test func theHeadIsHeldAtItsEndOnlyWhenTheAnnouncedBodyIsSmall() throws {
+        let client = testClient()  // libcurl initialised
+        defer { client.shutdown() }
+        for (limit, held) in [(64, true), (10, true), (9, false), (0, false)] {
+            let transfer = try Transfer(mode: .streaming(BodyChannel(highWater: 1024)), handles: EasyHandlePool(capacity: 1))
+            transfer.holdHeadUpTo = limit
+            for line in ["HTTP/1.1 200 OK\r\n", "content-LENGTH:  10 \r\n", "\r\n"] {
+                Array(line.utf8).withUnsafeBufferPointer { transfer.receiveHeader($0) }
+            }
+            #expect(transfer.headHeld == held, "limit \(limit)")
+            #expect(transfer.headDelivered == !held, "limit \(limit)")
+        }
+    }
+
     @Test func aBodyAboveTheLimitStillStreamsAfterTheHead() async throws {
         let (gate, open) = AsyncStream.makeStream(of: Void.self)
         let server = try gatedServer(gate)
