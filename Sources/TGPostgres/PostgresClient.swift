@@ -47,21 +47,27 @@ public final class PostgresClient: @unchecked Sendable {
         self.configuration = configuration
     }
 
-    /// Lends a connection for the duration of `body`.
+    /// Lends a connection for the duration of `body`. It goes back to the pool only idle and
+    /// outside any transaction, whatever happened to `body` (an error, a cancelled task): an open
+    /// transaction is rolled back, and a connection that cannot be made clean is closed.
     @discardableResult
     public func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         let connection = try await acquire()
         do {
             let result = try await body(connection)
+            await settle(connection)
             release(connection)
             return result
         } catch {
+            await settle(connection)
             release(connection)
             throw error
         }
     }
 
-    /// Runs `body` in a transaction: COMMIT when it returns, ROLLBACK when it throws.
+    /// Runs `body` in a transaction: COMMIT when it returns, ROLLBACK when it throws. Both run
+    /// even when the task was cancelled meanwhile (a request past its deadline), so a transaction
+    /// never outlives its lease holding row locks.
     @discardableResult
     public func withTransaction<T>(
         isolation: IsolationLevel = .readCommitted,
@@ -73,12 +79,20 @@ public final class PostgresClient: @unchecked Sendable {
             do {
                 result = try await body(connection)
             } catch {
-                if !connection.isBroken { _ = try? await connection.query("ROLLBACK") }
+                if !connection.isBroken { try? await connection.queryIgnoringCancellation("ROLLBACK") }
                 throw error
             }
-            try await connection.query("COMMIT")
+            try await connection.queryIgnoringCancellation("COMMIT")
             return result
         }
+    }
+
+    /// Makes a returned connection clean: a transaction left open (or failed) is rolled back; if
+    /// that does not leave it idle, it is marked broken and closed by ``release(_:)``.
+    private func settle(_ connection: PostgresConnection) async {
+        guard !connection.isBroken, !connection.isIdleOutsideTransaction else { return }
+        try? await connection.queryIgnoringCancellation("ROLLBACK")
+        if !connection.isIdleOutsideTransaction { connection.markBroken() }
     }
 
     /// Runs one statement on a pooled connection.

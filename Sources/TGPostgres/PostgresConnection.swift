@@ -87,6 +87,27 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// Runs a statement that must run even when the calling task is cancelled: the end of a
+    /// transaction (COMMIT, ROLLBACK). `statement_timeout` still bounds it.
+    func queryIgnoringCancellation(_ query: PostgresQuery) async throws {
+        _ = try await execute(cancellable: false) { connection in
+            let result = PQexecParams(connection, query.sql, 0, nil, nil, nil, nil, 0)
+            return try self.rows(from: result, connection: connection)
+        }
+    }
+
+    /// Whether the server sees this connection outside any transaction (not in one, not in a
+    /// failed one). Only while no statement runs, i.e. by the lease holder.
+    var isIdleOutsideTransaction: Bool {
+        guard let connection, !isBroken else { return false }
+        return PQtransactionStatus(connection) == PQTRANS_IDLE
+    }
+
+    /// Marks the connection unusable, so the pool closes it instead of lending it again.
+    func markBroken() {
+        lock.withLock { broken = true }
+    }
+
     /// Runs SQL text that may hold several statements (migrations); nothing is bound.
     public func simpleQuery(unsafeSQL sql: String) async throws {
         _ = try await execute { connection in
@@ -97,20 +118,30 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Runs `work` on the worker. Cancelling the calling task cancels this execution whatever
     /// its stage: not started yet, it never starts; running, the server is asked to cancel it
     /// until it ends (a cancel request that arrives before the statement does cancels nothing).
-    private func execute(_ work: @escaping @Sendable (OpaquePointer) throws -> PostgresRows) async throws -> PostgresRows {
-        if Task.isCancelled { throw PostgresError(.cancelled) }
+    ///
+    /// With `cancellable: false` the calling task's cancellation is ignored (the statement ends a
+    /// transaction, which must happen whatever the caller's fate).
+    private func execute(
+        cancellable: Bool = true,
+        _ work: @escaping @Sendable (OpaquePointer) throws -> PostgresRows
+    ) async throws -> PostgresRows {
+        if cancellable, Task.isCancelled { throw PostgresError(.cancelled) }
         guard let connection, !isBroken else { throw PostgresError(.connectionClosed, detail: "connection already broken") }
         let handle = UncheckedPointer(connection)
         let execution = cancellation.withLock {
             executions += 1
             return executions
         }
-        return try await withTaskCancellationHandler {
-            try await worker.run {
+        let job = { @Sendable in
+            try await self.worker.run {
                 try self.begin(execution)
                 defer { self.end(execution) }
                 return try work(handle.pointer)
             }
+        }
+        guard cancellable else { return try await job() }
+        return try await withTaskCancellationHandler {
+            try await job()
         } onCancel: {
             self.cancel(execution)
         }
