@@ -31,16 +31,19 @@ extension AuthService {
         try await database.withConnection { lockHolder in
             let locked = try await lockHolder.query("SELECT pg_try_advisory_lock(\(Self.sweeperLockKey)) AS locked")
             guard try locked.first?.decode(Bool.self, "locked") == true else { return nil }
+            let result: Result<SweepReport, any Error>
+            do { result = .success(try await sweepLocked()) } catch { result = .failure(error) }
+            // The lock is the session's: it must be given back whatever happened (an error, a
+            // cancelled task), or the pooled connection would keep it and no sweeper run again.
             do {
-                let report = try await sweepLocked()
-                try await lockHolder.query("SELECT pg_advisory_unlock(\(Self.sweeperLockKey))")
-                logger.info("sweep", metadata: ["removed": .string(report.description)])
-                metrics.swept(report)
-                return report
+                try await lockHolder.queryIgnoringCancellation("SELECT pg_advisory_unlock(\(Self.sweeperLockKey))")
             } catch {
-                _ = try? await lockHolder.query("SELECT pg_advisory_unlock(\(Self.sweeperLockKey))")
-                throw error
+                lockHolder.discardAfterUse()
             }
+            let report = try result.get()
+            logger.info("sweep", metadata: ["removed": .string(report.description)])
+            metrics.swept(report)
+            return report
         }
     }
 

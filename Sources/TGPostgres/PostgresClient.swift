@@ -92,7 +92,7 @@ public final class PostgresClient: @unchecked Sendable {
     private func settle(_ connection: PostgresConnection) async {
         guard !connection.isBroken, !connection.isIdleOutsideTransaction else { return }
         try? await connection.queryIgnoringCancellation("ROLLBACK")
-        if !connection.isIdleOutsideTransaction { connection.markBroken() }
+        if !connection.isIdleOutsideTransaction { connection.discardAfterUse() }
     }
 
     /// Runs one statement on a pooled connection.

@@ -89,7 +89,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Runs a statement that must run even when the calling task is cancelled: the end of a
     /// transaction (COMMIT, ROLLBACK). `statement_timeout` still bounds it.
-    func queryIgnoringCancellation(_ query: PostgresQuery) async throws {
+    public func queryIgnoringCancellation(_ query: PostgresQuery) async throws {
         _ = try await execute(cancellable: false) { connection in
             let result = PQexecParams(connection, query.sql, 0, nil, nil, nil, nil, 0)
             return try self.rows(from: result, connection: connection)
@@ -103,8 +103,9 @@ public final class PostgresConnection: @unchecked Sendable {
         return PQtransactionStatus(connection) == PQTRANS_IDLE
     }
 
-    /// Marks the connection unusable, so the pool closes it instead of lending it again.
-    func markBroken() {
+    /// Marks the connection unusable, so the pool closes it instead of lending it again (for a
+    /// lease holder that could not undo session state, such as an advisory lock).
+    public func discardAfterUse() {
         lock.withLock { broken = true }
     }
 

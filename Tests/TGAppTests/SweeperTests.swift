@@ -72,3 +72,27 @@ import Testing
         }
     }
 }
+
+/// A sweep that fails or is cancelled half-way must not keep the one-sweeper lock on a pooled
+/// connection (no instance could sweep again until that connection closed).
+@Suite struct SweeperLockTests {
+    @Test func aCancelledSweepLeavesTheSweeperLockFree() async throws {
+        try await AuthFlowHarness.run { h in
+            let blocker = PostgresClient(configuration: .init(url: h.databaseURL))
+            defer { blocker.shutdown() }
+            let sweep: Task<SweepReport?, any Error> = try await blocker.withTransaction { connection in
+                // The sweep takes its lock, then waits on this table lock.
+                try await connection.query("LOCK TABLE pending_logins IN ACCESS EXCLUSIVE MODE")
+                let sweep = Task { try await h.auth.sweep() }
+                while try await h.count("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'") == 0 {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                sweep.cancel()
+                return sweep
+            }
+            _ = await sweep.result
+            #expect(try await h.count("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'") == 0)
+            #expect(try await h.auth.sweep() != nil, "another sweep must be able to run")
+        }
+    }
+}
