@@ -50,6 +50,9 @@ public struct AuthProblem: Error, Sendable, Equatable {
         case interactionRequired = "interaction_required"
         /// The account logged in with another provider than the one this API needs (403).
         case wrongProvider = "wrong_provider"
+        /// The provider refused the scopes an API needs for this account (403, `scope` names
+        /// them); the account stays signed in.
+        case consentRequired = "consent_required"
     }
 
     public var code: Code

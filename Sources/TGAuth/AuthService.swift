@@ -20,6 +20,10 @@ public struct AuthService: Sendable {
     /// Sessions and upstream tokens this instance holds in memory.
     public let cache: CredentialCache
     let refreshes = SingleFlight<UpstreamAccessToken>()
+    /// Grants' refresh locks, shared with every instance through PostgreSQL.
+    let grantLocks: PostgresAdvisoryLocks
+    /// Grants this instance knows to be in their refresh backoff window.
+    let refreshBackoff = RefreshBackoff()
     /// Refresh outcomes, single-flight waits, sweeps.
     public let metrics: AuthMetrics
 
@@ -37,6 +41,7 @@ public struct AuthService: Sendable {
         logger: Logger
     ) {
         self.database = database
+        self.grantLocks = PostgresAdvisoryLocks(configuration: database.configuration)
         self.vault = vault
         self.providers = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.clients = Dictionary(clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first })

@@ -19,6 +19,15 @@ public struct AuthSettings: Sendable {
     public var upstreamRefreshAhead: TimeInterval = 60
     /// The lifetime assumed for an upstream access token whose provider gives no `expires_in`.
     public var upstreamDefaultLifetime: TimeInterval = 300
+    /// After a refresh the provider could not answer, the grant is not tried again for this
+    /// long, doubled after each further failure up to ``upstreamRefreshBackoffMax`` (or longer
+    /// when the provider sent `Retry-After`); callers meanwhile get 503 with the time left.
+    public var upstreamRefreshBackoffBase: TimeInterval = 2
+    public var upstreamRefreshBackoffMax: TimeInterval = 300
+    /// An API's 401 forces a refresh of the grant at most once per this long.
+    public var forcedRefreshCooldown: TimeInterval = 30
+    /// How long a call waits for another instance's refresh of the same grant before 503.
+    public var grantLockWait: TimeInterval = 30
 
     public init() {}
 }

@@ -76,6 +76,7 @@ extension AuthService {
         } catch let problem as AuthProblem {
             switch problem.code {
             case .interactionRequired: throw OAuthError(.interactionRequired, problem.detail)
+            case .consentRequired: throw OAuthError(.invalidScope, problem.detail)
             case .idpUnavailable: throw OAuthError(.temporarilyUnavailable, problem.detail, retryAfter: problem.retryAfter)
             default: throw OAuthError(.invalidGrant, problem.detail)
             }

@@ -4,12 +4,14 @@ import TGCrypto
 import TGOIDC
 import TGPostgres
 
-/// What one refresh under the grant's row lock came to.
+/// What one refresh holding the grant's lock came to.
 enum UpstreamRefreshOutcome {
     case token(UpstreamAccessToken)
     /// The provider rejected the grant (or it is gone): the account is stale, its sessions ended.
     case grantRejected
-    /// The provider could not answer; the grant is untouched.
+    /// The provider refused the scopes asked for; the grant is kept.
+    case scopeRefused
+    /// The provider could not answer (now, or within the grant's backoff window); the grant is untouched.
     case providerUnavailable(retryAfter: Int)
 }
 
@@ -23,32 +25,51 @@ struct UpstreamRotation: Sendable {
     var idToken: String?
     var scopeKey: String
     var token: UpstreamAccessToken
+    /// Whether an API's 401 forced this refresh (starts the forced-refresh cooldown).
+    var forced: Bool
 }
 
 extension AuthService {
-    /// Holding the grant's row lock (so no other instance refreshes it meanwhile): use a token
-    /// another holder stored while this one waited, else refresh once and write the result
-    /// before anyone is answered. `onRotation` hears the provider's answer before it is written.
-    func refreshUpstream(
+    /// The advisory-lock key of an account's grant: its id's first 64 bits (a collision only
+    /// makes two grants take turns).
+    static func grantLockKey(_ account: UUID) -> Int64 {
+        let bytes = account.uuid
+        let high = [bytes.0, bytes.1, bytes.2, bytes.3, bytes.4, bytes.5, bytes.6, bytes.7]
+        return Int64(bitPattern: high.reduce(0) { $0 << 8 | UInt64($1) })
+    }
+
+    /// Holding the grant's advisory lock (so no other instance refreshes it meanwhile), but no
+    /// pooled connection and no transaction: use a token another holder stored while this one
+    /// waited, else refresh once, unless the grant is in its backoff window, and write the
+    /// result before anyone is answered. `onRotation` hears the provider's answer before it is
+    /// written.
+    func refreshHoldingGrantLock(
         _ account: AccountSummary,
         scopes: [String],
         scopeKey: String,
         rejected: String?,
         now: Date,
-        on connection: PostgresConnection,
         onRotation: (UpstreamRotation) -> Void
     ) async throws -> UpstreamRefreshOutcome {
-        let rows = try await connection.query(
+        let rows = try await database.query(
             """
-            SELECT g.refresh_token, g.version, g.policy, a.state FROM upstream_grants g JOIN accounts a ON a.id = g.account_id
-            WHERE g.account_id = \(account.id) FOR UPDATE OF g
+            SELECT g.refresh_token, g.version, g.policy, g.refresh_failures, g.refresh_retry_at, g.forced_refresh_at, a.state
+            FROM upstream_grants g JOIN accounts a ON a.id = g.account_id WHERE g.account_id = \(account.id)
             """
         )
         guard let row = rows.first, try row.decode(String.self, "state") == "active" else { return .grantRejected }
-        if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: connection), stored.value != rejected,
-            isFresh(stored, now: now)
-        {
-            return .token(stored)
+        if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: nil) {
+            if stored.value != rejected, isFresh(stored, now: now) { return .token(stored) }
+            // An API refused the token of a forced refresh made moments ago: another would not help.
+            if stored.value == rejected, stored.expiresAt > now, let forcedAt = try row.decode(Date?.self, "forced_refresh_at"),
+                now.timeIntervalSince(forcedAt) < settings.forcedRefreshCooldown
+            {
+                return .token(stored)
+            }
+        }
+        if let retryAt = try row.decode(Date?.self, "refresh_retry_at"), retryAt > now {
+            refreshBackoff.hold(account.id, until: retryAt)
+            return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
         }
         guard let provider = providers[account.provider] else {
             logger.error("an account's provider is not configured any more", metadata: ["provider": .string(account.provider)])
@@ -62,18 +83,7 @@ extension AuthService {
             refreshed = try await provider.refresh(refreshToken, scopes: scopes.isEmpty ? nil : scopes, policy: policy, subject: account.subject)
         } catch {
             metrics.refreshed(provider: account.provider, outcome: "\(error.classification)")
-            guard error.classification == .fatal else {
-                logger.notice(
-                    "upstream refresh failed; the grant is kept",
-                    metadata: ["provider": .string(account.provider), "reason": .string(error.description)]
-                )
-                if case .providerUnavailable(let retryAfter?) = error.kind {
-                    return .providerUnavailable(retryAfter: max(1, Int(retryAfter.components.seconds)))
-                }
-                return .providerUnavailable(retryAfter: 5)
-            }
-            try await markStale(account.id, reason: error.description, now: now, on: connection)
-            return .grantRejected
+            return try await settle(error, account: account, scopeKey: scopeKey, failures: try row.decode(Int.self, "refresh_failures"), now: now)
         }
         metrics.refreshed(provider: account.provider, outcome: "ok")
         let tokens = refreshed.tokens
@@ -85,11 +95,58 @@ extension AuthService {
             refreshTokenExpiresAt: tokens.refreshTokenExpiresAt,
             idToken: tokens.idToken,
             scopeKey: scopeKey,
-            token: UpstreamAccessToken(value: tokens.accessToken, expiresAt: now.addingTimeInterval(lifetime), scopes: scopes, issuedAt: now)
+            token: UpstreamAccessToken(value: tokens.accessToken, expiresAt: now.addingTimeInterval(lifetime), scopes: scopes, issuedAt: now),
+            forced: rejected != nil
         )
         onRotation(rotation)
-        guard try await write(rotation, now: now, on: connection) else { return .grantRejected }
+        guard try await database.withTransaction({ try await write(rotation, now: now, on: $0) }) else { return .grantRejected }
+        refreshBackoff.clear(account.id)
         return .token(rotation.token)
+    }
+
+    /// What a failed refresh means for the grant (docs/proxy.md "When the provider refuses the
+    /// refresh"): a rejection ends the account; a refused scope fails this call only; anything
+    /// else keeps the grant and starts (or lengthens) its backoff window, for every instance.
+    private func settle(
+        _ error: OIDCError,
+        account: AccountSummary,
+        scopeKey: String,
+        failures: Int,
+        now: Date
+    ) async throws -> UpstreamRefreshOutcome {
+        let metadata: Logger.Metadata = ["provider": .string(account.provider), "reason": .string(error.description)]
+        switch error.classification {
+        case .fatal:
+            if case .clientRejected = error.kind {
+                logger.error("the provider refused TokenGate's client: check client_id, the secret or key, and the registration", metadata: metadata)
+            }
+            try await database.withTransaction { try await markStale(account.id, reason: error.description, now: now, on: $0) }
+            return .grantRejected
+        case .scopeRefused:
+            logger.notice(
+                "the provider refused the scopes of an upstream token; the grant is kept",
+                metadata: metadata.merging(["scopes": .string(scopeKey)]) { $1 }
+            )
+            return .scopeRefused
+        case .transient, .failed:
+            var window = min(settings.upstreamRefreshBackoffMax, settings.upstreamRefreshBackoffBase * pow(2, Double(min(failures, 20))))
+            if case .providerUnavailable(let retryAfter?) = error.kind { window = max(window, Double(retryAfter.components.seconds)) }
+            let retryAt = now.addingTimeInterval(window)
+            try await database.query(
+                "UPDATE upstream_grants SET refresh_failures = refresh_failures + 1, refresh_retry_at = \(retryAt) WHERE account_id = \(account.id)"
+            )
+            refreshBackoff.hold(account.id, until: retryAt)
+            logger.notice(
+                "upstream refresh failed; the grant is kept",
+                metadata: metadata.merging(["retry_after": .stringConvertible(Int(window))]) { $1 }
+            )
+            return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+        }
+    }
+
+    /// Whole seconds from `now` to `date`, at least 1 (a `Retry-After`).
+    static func seconds(until date: Date, from now: Date) -> Int {
+        max(1, Int(date.timeIntervalSince(now).rounded(.up)))
     }
 
     /// Writes a refresh's result: the grant, if still at the version the refresh started from,
@@ -106,7 +163,9 @@ extension AuthService {
             UPDATE upstream_grants SET refresh_token = COALESCE(\(sealed), refresh_token),
               key_id = CASE WHEN \(sealed)::bytea IS NULL THEN key_id ELSE \(vault.currentKeyID) END,
               expires_at = COALESCE(\(rotation.refreshTokenExpiresAt), expires_at),
-              id_token_hint = COALESCE(\(hint), id_token_hint), version = version + 1, updated_at = \(now)
+              id_token_hint = COALESCE(\(hint), id_token_hint), version = version + 1, updated_at = \(now),
+              refresh_failures = 0, refresh_retry_at = NULL,
+              forced_refresh_at = CASE WHEN \(rotation.forced) THEN \(now) ELSE forced_refresh_at END
             WHERE account_id = \(account) AND version = \(rotation.version)
             """
         )

@@ -111,10 +111,27 @@ extension AuthService {
                 }
                 fallback = fallback ?? stored
             }
-            outcome = try await database.withTransaction { connection in
-                try await refreshUpstream(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, now: now, on: connection) {
-                    rotation = $0
-                }
+            if let retryAt = refreshBackoff.until(account.id), retryAt > now {
+                outcome = .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+            } else {
+                // One refresh per grant across instances: the grant's advisory lock, held on a
+                // dedicated connection, not a pooled one, while the provider answers. A waiter
+                // takes the token the holder stored as soon as it is there.
+                outcome = try await grantLocks.withLock(
+                    Self.grantLockKey(account.id),
+                    deadline: .now + .seconds(settings.grantLockWait),
+                    whileWaiting: { () async throws -> UpstreamRefreshOutcome? in
+                        guard let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: nil), stored.value != rejected,
+                            isFresh(stored, now: now)
+                        else { return nil }
+                        return .token(stored)
+                    },
+                    {
+                        try await refreshHoldingGrantLock(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, now: now) {
+                            rotation = $0
+                        }
+                    }
+                )
             }
         } catch {
             // The provider may have rotated the grant already: its answer must not be lost with
@@ -134,6 +151,13 @@ extension AuthService {
         case .grantRejected:
             cache.invalidate(accounts: [account.id])
             throw interactionRequired(account)
+        case .scopeRefused:
+            throw AuthProblem(
+                .consentRequired,
+                "The identity provider refused the scopes \(scopeKey) for this account. The account stays signed in; "
+                    + "a new login that asks for these scopes (consent) is needed to call this API.",
+                details: ["scope": scopeKey, "login_endpoint": "/auth/login", "provider": account.provider]
+            )
         case .providerUnavailable(let retryAfter):
             if let fallback { return fallback }
             throw AuthProblem(.idpUnavailable, "The identity provider cannot be reached; try again shortly.", retryAfter: retryAfter)
@@ -146,7 +170,8 @@ extension AuthService {
         if let hint = account.email ?? account.preferredUsername { details["login_hint"] = hint }
         return AuthProblem(
             .interactionRequired,
-            "The identity provider no longer accepts this account's sign-in; its sessions have ended. Start a new login.",
+            "The identity provider no longer accepts this account's sign-in (the grant was revoked or expired); its sessions "
+                + "have ended. Sign in again: start a new login at login_endpoint.",
             details: details
         )
     }

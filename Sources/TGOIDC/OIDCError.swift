@@ -4,9 +4,18 @@
 public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
         /// The provider refused the grant for good: a new interactive login is the only way on
-        /// (`invalid_grant`, `interaction_required`, `login_required`, `consent_required`,
-        /// `account_selection_required`, `invalid_scope`). The stored grant is dead.
+        /// (`invalid_grant`, `interaction_required`, `login_required`, `account_selection_required`,
+        /// or any other 4xx of the token endpoint but 429, with or without a JSON body: glewlwyd
+        /// answers a revoked refresh token with 400 and nothing else). The stored grant is dead.
+        /// `code` is the OAuth error code, or `HTTP <status>` when the answer had none.
         case grantRejected(code: String)
+        /// The provider refused TokenGate's client (`invalid_client`, `unauthorized_client`): no
+        /// grant of this client can be used, so it is a rejection too, and an operator must check
+        /// the client's credentials and registration.
+        case clientRejected(code: String)
+        /// The provider refused the scopes asked for (`invalid_scope`, `consent_required`, or
+        /// Entra's `suberror: consent_required`), not the grant: that one request fails.
+        case scopeRefused(code: String)
         /// The provider could not be reached or answered 5xx / 429 / `temporarily_unavailable`.
         /// Keep everything and try again later (after `retryAfter` when the provider said).
         case providerUnavailable(retryAfter: Duration?)
@@ -31,6 +40,8 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Classification: Sendable, Hashable {
         /// The grant is dead: mark the account stale, end its sessions, answer `interaction_required`.
         case fatal
+        /// The scopes asked for were refused: fail this request only, keep the grant.
+        case scopeRefused
         /// Keep the grant and answer 503 with `Retry-After`.
         case transient
         /// Neither: keep the grant; the login or the response at hand failed.
@@ -45,20 +56,18 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var classification: Classification {
         switch kind {
-        case .grantRejected: .fatal
+        case .grantRejected, .clientRejected: .fatal
+        case .scopeRefused: .scopeRefused
         case .providerUnavailable: .transient
         case .invalidResponse, .invalidIDToken, .misconfigured, .invalidRequest, .authorizationFailed, .issuerMismatch: .failed
         }
     }
 
-    /// OAuth error codes that mean the grant is gone for good (RFC 6749 §5.2, OIDC Core §3.1.2.6).
-    static let fatalCodes: Set<String> = [
-        "invalid_grant", "interaction_required", "login_required", "consent_required",
-        "account_selection_required", "invalid_scope",
-    ]
+    /// Codes that say the provider refuses TokenGate's client itself.
+    static let clientCodes: Set<String> = ["invalid_client", "unauthorized_client"]
 
-    /// Codes that say TokenGate's client settings are wrong.
-    static let configurationCodes: Set<String> = ["invalid_client", "unauthorized_client", "unsupported_grant_type", "invalid_request"]
+    /// Codes that refuse the scopes asked for rather than the grant.
+    static let scopeCodes: Set<String> = ["invalid_scope", "consent_required"]
 
     /// Codes that mean "try again later" although they come in a 4xx body.
     static let transientCodes: Set<String> = ["temporarily_unavailable", "server_error", "slow_down"]
@@ -66,6 +75,9 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch kind {
         case .grantRejected(let code): "identity provider rejected the grant (\(code))"
+        case .clientRejected(let code):
+            "identity provider rejected TokenGate's client (\(code)): check the provider's client_id, secret or key, and registration"
+        case .scopeRefused(let code): "identity provider refused the requested scopes (\(code))"
         case .providerUnavailable(let retryAfter):
             "identity provider unavailable" + (retryAfter.map { " (retry after \($0.components.seconds) s)" } ?? "")
         case .invalidResponse(let what): "identity provider sent an invalid response: \(what)"

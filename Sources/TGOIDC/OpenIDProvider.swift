@@ -120,7 +120,14 @@ public final class OpenIDProvider: Sendable {
         let metadata = try await metadata(policy: try configuration.profile.resolvedPolicy(policy))
         var form: [(name: String, value: String)] = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
         if let scopes { form.append(("scope", configuration.profile.adjustedScopes(scopes).joined(separator: " "))) }
-        let tokens = try await tokenRequest(form, metadata: metadata)
+        let tokens: TokenResponse
+        do {
+            tokens = try await tokenRequest(form, metadata: metadata)
+        } catch {
+            // Without a `scope` nothing but the grant was asked for: a refused scope refuses it.
+            if scopes == nil, case .scopeRefused(let code) = error.kind { throw OIDCError(.grantRejected(code: code)) }
+            throw error
+        }
         guard let raw = tokens.idToken, configuration.profile.issuesIDTokens else { return Refresh(tokens: tokens, idToken: nil) }
         let idToken = try await validate(raw, metadata: metadata, nonce: nil, subject: subject)
         return Refresh(tokens: tokens, idToken: idToken)

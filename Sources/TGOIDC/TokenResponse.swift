@@ -60,18 +60,25 @@ public struct TokenResponse: Sendable, Hashable {
 /// Turns a provider's non-200 answer into an ``OIDCError``: RFC 6749 §5.2 error bodies by their
 /// code, 5xx and 429 as unavailability with any `Retry-After`.
 enum ErrorResponse {
+    /// The rule for an answer of the token endpoint (and revocation, UserInfo) that is not a
+    /// success: 429, 5xx and the "try later" codes are transient; a refused scope is its own
+    /// case; every other 4xx, whatever its body (none, HTML, unknown JSON), rejects the grant.
     static func classify(status: Int, body: [UInt8], retryAfter: String?) -> OIDCError {
         let retry = retryAfter.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { Duration.seconds(max(0, min($0, 3600))) }
-        if status == 429 || status >= 500 {
+        if status == 429 || status >= 500 || status < 400 {
             return OIDCError(.providerUnavailable(retryAfter: retry))
         }
-        guard let code = JSONValue(parsing: body)?["error"]?.stringValue, Self.isErrorCode(code) else {
-            return OIDCError(.invalidResponse("HTTP \(status) without an OAuth error code"))
+        let json = JSONValue(parsing: body)
+        guard let code = json?["error"]?.stringValue, Self.isErrorCode(code) else {
+            return OIDCError(.grantRejected(code: "HTTP \(status)"))
         }
-        if OIDCError.fatalCodes.contains(code) { return OIDCError(.grantRejected(code: code)) }
         if OIDCError.transientCodes.contains(code) { return OIDCError(.providerUnavailable(retryAfter: retry)) }
-        if OIDCError.configurationCodes.contains(code) || status == 401 { return OIDCError(.misconfigured(code)) }
-        return OIDCError(.invalidResponse("unexpected error code \(code)"))
+        if OIDCError.scopeCodes.contains(code) { return OIDCError(.scopeRefused(code: code)) }
+        if let suberror = json?["suberror"]?.stringValue, OIDCError.scopeCodes.contains(suberror) {
+            return OIDCError(.scopeRefused(code: suberror))
+        }
+        if OIDCError.clientCodes.contains(code) { return OIDCError(.clientRejected(code: code)) }
+        return OIDCError(.grantRejected(code: code))
     }
 
     /// RFC 6749 §5.2: error codes are printable ASCII without `"` and `\`; anything else (or an

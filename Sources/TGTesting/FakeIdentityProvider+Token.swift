@@ -51,27 +51,41 @@ extension FakeEndpoints {
         guard let form = Self.uniqueParameters(pairs) else { return Self.oauthError("invalid_request", "a parameter is repeated") }
         let now = now()
         let outcome: Result<IssuedTokens, FakeAnswer> = state.withLock { state in
-            let client: FakeClient
-            switch Self.authenticateClient(request, form: form, state: &state, now: now) {
-            case .refused(let answer, let method):
-                if let method { state.tokenAuthenticationMethods.append(method) }
-                return .failure(FakeAnswer(answer))
-            case .authenticated(let authenticated, let method):
-                state.tokenAuthenticationMethods.append(method)
-                client = authenticated
+            let outcome = Self.tokenOutcome(request, form: form, state: &state, now: now)
+            // glewlwyd answers a grant it does not honour with 400 and an empty body.
+            if case .failure(let answer) = outcome, answer.rejectsGrant, let status = state.settings.rejectedGrantEmptyBodyStatus {
+                return .failure(FakeAnswer(ServerResponse(status: HTTPResponse.Status(code: status))))
             }
-            switch form["grant_type"] {
-            case "authorization_code": return Self.redeemCode(form, client: client, state: &state, now: now)
-            case "refresh_token": return Self.refresh(form, client: client, state: &state, now: now)
-            case nil: return .failure(FakeAnswer(Self.oauthError("invalid_request", "grant_type is required")))
-            default: return .failure(FakeAnswer(Self.oauthError("unsupported_grant_type", nil)))
-            }
+            return outcome
         }
         switch outcome {
         case .failure(let answer):
             return answer.response
         case .success(let issued):
             return Self.tokenAnswer(issued, misbehaviours: misbehaviours, now: now)
+        }
+    }
+
+    private static func tokenOutcome(
+        _ request: ServerRequest,
+        form: [String: String],
+        state: inout FakeState,
+        now: Date
+    ) -> Result<IssuedTokens, FakeAnswer> {
+        let client: FakeClient
+        switch Self.authenticateClient(request, form: form, state: &state, now: now) {
+        case .refused(let answer, let method):
+            if let method { state.tokenAuthenticationMethods.append(method) }
+            return .failure(FakeAnswer(answer))
+        case .authenticated(let authenticated, let method):
+            state.tokenAuthenticationMethods.append(method)
+            client = authenticated
+        }
+        switch form["grant_type"] {
+        case "authorization_code": return Self.redeemCode(form, client: client, state: &state, now: now)
+        case "refresh_token": return Self.refresh(form, client: client, state: &state, now: now)
+        case nil: return .failure(FakeAnswer(Self.oauthError("invalid_request", "grant_type is required")))
+        default: return .failure(FakeAnswer(Self.oauthError("unsupported_grant_type", nil)))
         }
     }
 
@@ -86,7 +100,7 @@ extension FakeEndpoints {
     }
 
     private static func invalidGrant(_ description: String) -> Result<IssuedTokens, FakeAnswer> {
-        .failure(FakeAnswer(oauthError("invalid_grant", description)))
+        .failure(FakeAnswer(oauthError("invalid_grant", description), rejectsGrant: true))
     }
 
     private static func redeemCode(
@@ -207,6 +221,11 @@ extension FakeEndpoints {
 /// A finished error answer, passed out of a locked section.
 struct FakeAnswer: Error {
     var response: ServerResponse
+    /// A refresh or code the provider does not honour (answered per `rejectedGrantAnswer`).
+    var rejectsGrant = false
 
-    init(_ response: ServerResponse) { self.response = response }
+    init(_ response: ServerResponse, rejectsGrant: Bool = false) {
+        self.response = response
+        self.rejectsGrant = rejectsGrant
+    }
 }

@@ -29,6 +29,10 @@ extension FakeIdentityProvider {
         /// Whether presenting a rotated refresh token again revokes the whole grant (reuse
         /// detection, as some providers do), not just fails with `invalid_grant`.
         public var revokesGrantOnRefreshTokenReuse = false
+        /// When set, a refresh token or code the provider does not honour (revoked, expired,
+        /// rotated away) is answered with this status and an empty body, as glewlwyd does, instead
+        /// of `invalid_grant` JSON.
+        public var rejectedGrantEmptyBodyStatus: Int?
         /// Whether ID tokens carry `nbf` (equal to `iat`).
         public var includesNotBefore = false
         /// Audiences added to the ID token's `aud` after the client ID; when non-empty `aud` is an

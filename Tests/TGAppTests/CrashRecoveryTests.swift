@@ -9,7 +9,7 @@ import Glibc
 
 /// A TokenGate process that dies in the middle of an upstream refresh.
 @Suite struct CrashRecoveryTests {
-    /// The process is killed while it holds the grant's row lock and waits for the provider;
+    /// The process is killed while it holds the grant's lock and waits for the provider;
     /// another instance, already waiting for that lock, goes on at once, refreshes with the stored
     /// refresh token and answers. The grant, the account and the session are all still there.
     @Test func aProcessKilledMidRefreshNeitherLosesTheGrantNorBlocksOtherInstances() async throws {
@@ -40,11 +40,12 @@ import Glibc
             harness.fake.misbehave(.delay(.seconds(5)), grantType: "refresh_token")
             let doomed = Task { try await curl(["-s", "http://127.0.0.1:\(port)/api/graph/me", "-H", "Authorization: Bearer \(token)"]) }
             try await eventually("the provider got the refresh") { refreshes() == before + 1 }
-            // This instance now waits for the grant's row lock, which the other process holds.
-            let waiting = Task { try await harness.get("/api/graph/me", bearer: token) }
-            try await eventually("a second refresh waits for the row lock") {
-                try await harness.count("SELECT count(*) AS n FROM pg_locks WHERE NOT granted") > 0
+            // The dying process holds the grant's advisory lock; this instance now waits for it.
+            try await eventually("the other process holds the grant's lock") {
+                try await harness.count("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted") > 0
             }
+            let waiting = Task { try await harness.get("/api/graph/me", bearer: token) }
+            try await Task.sleep(for: .milliseconds(300))
             kill(process.value.processIdentifier, SIGKILL)
             let killedAt = ContinuousClock.now
             let answer = try await waiting.value

@@ -131,6 +131,9 @@ import Testing
             #expect(refused.json["code"] as? String == "idp_unavailable")
             #expect(refused.header("Retry-After") == "9")
             #expect(try await harness.count("SELECT count(*) AS n FROM upstream_grants") == 1)
+            // Within the provider's Retry-After it is not asked again; after it, the call works.
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 503)
+            harness.clock.advance(by: 10)
             #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
             // In the refresh window with the provider down: the token still valid is served.
             harness.clock.advance(by: 100)

@@ -32,11 +32,11 @@ import Testing
         }
     }
 
-    @Test func failsAsMisconfiguredWithAWrongClientSecret() async throws {
+    @Test func failsAsAClientRejectionWithAWrongClientSecret() async throws {
         let fixture = try FakeProviderFixture.start(authentication: .clientSecretBasic(secret: "wrong"))
         let error = await oidcError { _ = try await fixture.logIn() }
-        #expect(error == OIDCError(.misconfigured("invalid_client")))
-        #expect(error?.classification == .failed)
+        #expect(error == OIDCError(.clientRejected(code: "invalid_client")))
+        #expect(error?.classification == .fatal)
         await fixture.stop()
     }
 

@@ -48,10 +48,47 @@ import Testing
     }
 
     @Test func classifiesGrantEndingErrorsAsFatal() {
-        for code in ["invalid_grant", "interaction_required", "login_required", "consent_required", "invalid_scope"] {
+        for code in ["invalid_grant", "interaction_required", "login_required", "account_selection_required"] {
             let error = ErrorResponse.classify(status: 400, body: Array(#"{"error":"\#(code)"}"#.utf8), retryAfter: nil)
             #expect(error == OIDCError(.grantRejected(code: code)))
             #expect(error.classification == .fatal)
+        }
+    }
+
+    /// glewlwyd answers a refresh with a revoked or expired refresh token with 400 and an empty
+    /// body: any 4xx of the token endpoint that is not a rate limit means the grant is unusable.
+    @Test func classifiesEveryTokenEndpoint4xxButARateLimitAsARejectionWithOrWithoutABody() {
+        let answers: [(Int, String)] = [
+            (400, ""), (400, "not json"), (400, "<html>Bad Request</html>"), (401, ""), (403, "Forbidden"),
+            (400, #"{"error":"something_new"}"#), (400, #"{"error":"invalid_grant","error_description":"revoked"}"#),
+            (400, #"{"error":42}"#), (404, ""), (410, ""),
+        ]
+        for (status, body) in answers {
+            let error = ErrorResponse.classify(status: status, body: Array(body.utf8), retryAfter: nil)
+            #expect(error.classification == .fatal, "HTTP \(status) \(body) → \(error)")
+        }
+    }
+
+    /// A changed or wrong client credential makes every grant unusable too; it is a rejection,
+    /// named so that the log tells the operator to check the client's settings.
+    @Test func classifiesAClientTheProviderNoLongerAcceptsAsARejection() {
+        for (status, code) in [(401, "invalid_client"), (400, "invalid_client"), (400, "unauthorized_client")] {
+            let error = ErrorResponse.classify(status: status, body: Array(#"{"error":"\#(code)"}"#.utf8), retryAfter: nil)
+            #expect(error == OIDCError(.clientRejected(code: code)))
+            #expect(error.classification == .fatal)
+            #expect(error.description.contains("client"))
+        }
+    }
+
+    /// A refused scope is about the scopes asked for, not the grant (Entra says so in `suberror`).
+    @Test func classifiesARefusedScopeApartFromTheGrant() {
+        let bodies = [
+            #"{"error":"invalid_scope"}"#, #"{"error":"consent_required"}"#,
+            #"{"error":"invalid_grant","error_description":"AADSTS65001: consent","suberror":"consent_required"}"#,
+        ]
+        for body in bodies {
+            let error = ErrorResponse.classify(status: 400, body: Array(body.utf8), retryAfter: nil)
+            #expect(error.classification == .scopeRefused, "\(body) → \(error)")
         }
     }
 
@@ -62,18 +99,10 @@ import Testing
         for status in [500, 502, 503, 504] {
             #expect(ErrorResponse.classify(status: status, body: Array("<html>".utf8), retryAfter: nil).classification == .transient)
         }
-        let busy = ErrorResponse.classify(status: 400, body: Array(#"{"error":"temporarily_unavailable"}"#.utf8), retryAfter: nil)
-        #expect(busy.classification == .transient)
-    }
-
-    @Test func neverTreatsAConfigurationProblemOrGarbageAsTheEndOfAGrant() {
-        let invalidClient = ErrorResponse.classify(status: 401, body: Array(#"{"error":"invalid_client"}"#.utf8), retryAfter: nil)
-        #expect(invalidClient == OIDCError(.misconfigured("invalid_client")))
-        #expect(invalidClient.classification == .failed)
-        let garbage = ErrorResponse.classify(status: 400, body: Array("not json".utf8), retryAfter: nil)
-        #expect(garbage.classification == .failed)
-        let unknown = ErrorResponse.classify(status: 400, body: Array(#"{"error":"something_new"}"#.utf8), retryAfter: nil)
-        #expect(unknown.classification == .failed)
+        for code in ["temporarily_unavailable", "server_error", "slow_down"] {
+            let busy = ErrorResponse.classify(status: 400, body: Array(#"{"error":"\#(code)"}"#.utf8), retryAfter: nil)
+            #expect(busy.classification == .transient)
+        }
     }
 
     @Test func neverRepeatsAnErrorCodeThatCouldCarryInjectedText() {

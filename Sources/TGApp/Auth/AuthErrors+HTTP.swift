@@ -36,7 +36,7 @@ extension AuthProblem: HTTPResponseError {
         case .interactionRequired:
             status = .unauthorized
             fields[.wwwAuthenticate] = #"Bearer realm="tokengate", error="invalid_token""#
-        case .wrongProvider: status = .forbidden
+        case .wrongProvider, .consentRequired: status = .forbidden
         case .accountNotFound: status = .notFound
         case .idpUnavailable: status = .serviceUnavailable
         }

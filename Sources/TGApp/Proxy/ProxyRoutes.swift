@@ -75,10 +75,14 @@ struct ProxyRoutes {
         {
             // The API refused a token that looked valid (revoked, or rotated keys): one fresh
             // token and one more try. Only when the body can be sent again: none, or a small one
-            // read whole; a streamed body is gone, so its 401 is passed back as it is.
-            response.cancel()
-            token = try await auth.upstreamAccessToken(for: session, scopes: settings.scopes, rejected: token.value)
-            response = try await send(request, upload, to: upstream, target: target, token: token.value, info: info)
+            // read whole; a streamed body is gone, so its 401 is passed back as it is. Within the
+            // forced-refresh cooldown the same token comes back: the API's 401 goes to the app.
+            let fresh = try await auth.upstreamAccessToken(for: session, scopes: settings.scopes, rejected: token.value)
+            if fresh.value != token.value {
+                response.cancel()
+                token = fresh
+                response = try await send(request, upload, to: upstream, target: target, token: token.value, info: info)
+            }
         }
         return try await Self.relay(response, method: method)
     }
