@@ -26,6 +26,9 @@ public struct AuthSettings: Sendable {
     public var upstreamRefreshBackoffMax: TimeInterval = 300
     /// An API's 401 forces a refresh of the grant at most once per this long.
     public var forcedRefreshCooldown: TimeInterval = 30
+    /// How long a removed grant's refresh token stays queued for revocation while its provider
+    /// cannot be reached.
+    public var revocationMaxAge: TimeInterval = 7 * 86400
     /// How long a call waits for another instance's refresh of the same grant before 503.
     public var grantLockWait: TimeInterval = 30
 

@@ -7,13 +7,15 @@ public struct KeyRotationReport: Sendable, Equatable, CustomStringConvertible {
     public var grants = 0
     public var accessTokens = 0
     public var pendingLogins = 0
+    public var queuedRevocations = 0
     /// Rows still under an older key afterwards (in use during every batch): run it again.
     public var remaining = 0
 
     public init() {}
 
     public var description: String {
-        "upstream_grants=\(grants) upstream_access_tokens=\(accessTokens) pending_logins=\(pendingLogins) remaining=\(remaining)"
+        "upstream_grants=\(grants) upstream_access_tokens=\(accessTokens) pending_logins=\(pendingLogins) "
+            + "upstream_revocations=\(queuedRevocations) remaining=\(remaining)"
     }
 }
 
@@ -70,9 +72,24 @@ extension AuthService {
                   key_id = \(current) WHERE state_hash = \(stateHash)
                 """
         }
+        report.queuedRevocations = try await reencryptInBatches(
+            """
+            SELECT id, account_id, refresh_token FROM upstream_revocations
+            WHERE key_id <> \(current) LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            """
+        ) { row in
+            let id = try row.decode(UUID.self, "id")
+            let token = try row.decode(PostgresBytes.self, "refresh_token")
+            let context = TokenVault.Context.grant(try row.decode(UUID.self, "account_id"))
+            return """
+                UPDATE upstream_revocations SET refresh_token = \(try vault.reseal(token, context: context) ?? token),
+                  key_id = \(current) WHERE id = \(id)
+                """
+        }
         let left = try await database.query(
             """
             SELECT (SELECT count(*) FROM upstream_grants WHERE key_id <> \(current))
+              + (SELECT count(*) FROM upstream_revocations WHERE key_id <> \(current))
               + (SELECT count(*) FROM upstream_access_tokens WHERE key_id <> \(current))
               + (SELECT count(*) FROM pending_logins WHERE key_id <> \(current)) AS remaining
             """

@@ -17,12 +17,20 @@ public struct LogoutResult: Sendable, Equatable {
     public var accountsRemoved: Int
     /// The provider's RP-initiated logout URL for the caller's account, when it has one.
     public var endSessionURL: String?
+    /// What became of each removed account's upstream refresh token.
+    public var revocations: [UpstreamRevocation] = []
+
+    /// Whether the logout removed accounts and every one of their refresh tokens is revoked at
+    /// its provider now (false when a grant lives on: still used elsewhere, queued, or at a
+    /// provider that cannot revoke).
+    public var revoked: Bool { !revocations.isEmpty && revocations.allSatisfy { $0 == .revoked } }
 }
 
 extension AuthService {
-    /// Ends sessions: the device's, or one account's on it; with `everywhere`, those accounts'
-    /// sessions on every device. Accounts no session holds any more are removed and their grants
-    /// revoked at the provider. Works with an expired access token (an app logging out after a
+    /// Ends sessions: the device's, or one account's on it; with `everywhere`, the signed-in
+    /// account's sessions on every device (and nobody else's). Accounts no session holds any more
+    /// are removed; their grants go to the revocation queue in the same statement and are revoked
+    /// at the provider at once, or later by the queue's worker when the provider is down. Works with an expired access token (an app logging out after a
     /// long sleep) and answers an unknown one with nothing done: repeating it is harmless.
     public func logout(accessToken: String, scope: LogoutScope = .device, everywhere: Bool = false) async throws -> LogoutResult {
         guard let context = try await session(accessToken: accessToken, requireValid: false) else {
@@ -42,25 +50,20 @@ extension AuthService {
             ended = try await database.query(
                 "DELETE FROM sessions WHERE device_id = \(context.deviceID) AND account_id = \(account) RETURNING account_id"
             )
-        case (.device, true):
-            ended = try await database.query(
-                """
-                DELETE FROM sessions WHERE account_id IN (SELECT account_id FROM sessions WHERE device_id = \(context.deviceID))
-                RETURNING account_id
-                """
-            )
-        case (.account(let account), true):
-            ended = try await database.query(
-                """
-                DELETE FROM sessions WHERE account_id = \(account)
-                  AND EXISTS (SELECT 1 FROM sessions WHERE device_id = \(context.deviceID) AND account_id = \(account))
-                RETURNING account_id
-                """
-            )
+        case (.device, true), (.account, true):
+            // Only the signed-in account's own sessions, on every device: on a phone two people
+            // share, one of them logging out everywhere leaves the other signed in.
+            guard scope == .device || scope == .account(context.account.id) else {
+                throw AuthProblem(
+                    .invalidRequest,
+                    "everywhere=true ends only the signed-in account's sessions; send it with that account's access token."
+                )
+            }
+            ended = try await database.query("DELETE FROM sessions WHERE account_id = \(context.account.id) RETURNING account_id")
         }
         let accounts = try ended.rows.map { try $0.decode(UUID.self, "account_id") }
-        let removed = await removeAccountsWithoutSessions(accounts)
-        return LogoutResult(sessionsEnded: ended.count, accountsRemoved: removed, endSessionURL: endSession)
+        let (removed, revocations) = await removeAccountsWithoutSessions(accounts)
+        return LogoutResult(sessionsEnded: ended.count, accountsRemoved: removed, endSessionURL: endSession, revocations: revocations)
     }
 
     /// Removes one account from the caller's device (`DELETE /auth/accounts/{id}`); an account

@@ -101,9 +101,14 @@ extension AuthService {
         return .refused(Self.deadRefreshToken)
     }
 
-    /// A rotated-away refresh token came back: someone holds a copy. Every session of the family ends.
+    /// A rotated-away refresh token came back: someone holds a copy. Every session of the family
+    /// ends. When none is left (logged out, expired), it is only a dead token, not an alarm.
     private func revokeFamily(_ family: UUID, on connection: PostgresConnection) async throws -> RedemptionOutcome {
         let ended = try await connection.query("DELETE FROM sessions WHERE family_id = \(family) RETURNING account_id")
+        if ended.isEmpty {
+            logger.info("a refresh token of a session that has ended was presented")
+            return .refused(Self.deadRefreshToken)
+        }
         logger.warning("refresh token reuse: the token family was revoked", metadata: ["sessions_ended": .stringConvertible(ended.count)])
         return .refused(Self.deadRefreshToken, orphans: try ended.rows.map { try $0.decode(UUID.self, "account_id") })
     }

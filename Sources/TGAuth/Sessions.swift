@@ -83,48 +83,27 @@ extension AuthService {
     /// with its grant, then revokes the grants at their providers (best effort). Returns how many
     /// accounts went.
     @discardableResult
-    func removeAccountsWithoutSessions(_ accounts: [UUID]) async -> Int {
+    func removeAccountsWithoutSessions(_ accounts: [UUID]) async -> (removed: Int, revocations: [UpstreamRevocation]) {
         // Their sessions ended (or the grant went): nothing of theirs may be served from memory,
         // even before the database's notification comes back.
         cache.invalidate(accounts: accounts)
-        var removed = 0
-        for account in Set(accounts) {
-            do {
-                let now = clock.now()
-                let rows = try await database.query(
-                    """
-                    WITH gone AS (
-                      DELETE FROM accounts a WHERE a.id = \(account)
-                        AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
-                        AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
-                                          AND h.expires_at > \(now))
-                      RETURNING a.id, a.provider)
-                    SELECT gone.id, gone.provider, g.refresh_token, g.policy FROM gone LEFT JOIN upstream_grants g ON g.account_id = gone.id
-                    """
-                )
-                removed += rows.count
-                for row in rows.rows { await revokeBestEffort(row) }
-            } catch {
-                logger.warning("removing an account failed; the sweeper will retry", metadata: ["error_type": "\(type(of: error))"])
-            }
-        }
-        return removed
-    }
-
-    /// Revokes a removed account's upstream refresh token (row: `id`, `provider`, `refresh_token`,
-    /// `policy`).
-    @discardableResult
-    func revokeBestEffort(_ row: PostgresRow) async -> Bool {
-        guard let account = try? row.decode(UUID.self, "id"), let name = try? row.decode(String.self, "provider"),
-            let sealed = try? row.decode(PostgresBytes?.self, "refresh_token"), let provider = providers[name],
-            let refreshToken = try? vault.open(sealed, context: TokenVault.Context.grant(account))
-        else { return false }
+        guard !accounts.isEmpty else { return (0, []) }
         do {
-            let policy = provider.knownPolicy(try? row.decode(String?.self, "policy"))
-            return try await provider.revoke(refreshToken: refreshToken, policy: policy)
+            let now = clock.now()
+            let ids = Array(Set(accounts))
+            let (removed, queued) = try await removeAccounts(
+                where: """
+                    SELECT a.id FROM accounts a WHERE a.id = ANY(\(ids))
+                      AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
+                      AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
+                                        AND h.expires_at > \(now))
+                    """,
+                now: now
+            )
+            return (removed, await revoke(queued))
         } catch {
-            logger.notice("upstream revocation failed", metadata: ["provider": .string(name), "reason": .string(error.description)])
-            return false
+            logger.warning("removing an account failed; the sweeper will retry", metadata: ["error_type": "\(type(of: error))"])
+            return (0, [])
         }
     }
 }

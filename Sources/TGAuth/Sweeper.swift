@@ -85,24 +85,23 @@ extension AuthService {
         // Accounts the IdP rejected, or that nothing holds any more, or unused past the idle lifetime.
         let idleSince = now.addingTimeInterval(-settings.sessionIdleTTL)
         while true {
-            let rows = try await database.query(
-                """
-                WITH gone AS (
-                  DELETE FROM accounts WHERE id IN (
+            let (removed, queued) = try await removeAccounts(
+                where: """
                     SELECT a.id FROM accounts a
                     WHERE a.state = 'stale' OR a.last_used_at <= \(idleSince)
                        OR (NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
                            AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
                                              AND h.expires_at > \(now)))
-                    LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                  RETURNING id, provider)
-                SELECT gone.id, gone.provider, g.refresh_token, g.policy FROM gone LEFT JOIN upstream_grants g ON g.account_id = gone.id
-                """
+                    LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                    """,
+                now: now
             )
-            report.accounts += rows.count
-            for row in rows.rows where await revokeBestEffort(row) { report.upstreamRevocations += 1 }
-            if rows.count < limit { break }
+            report.accounts += removed
+            report.upstreamRevocations += await revoke(queued).count { $0 == .revoked }
+            if removed < limit { break }
         }
+        // Grants queued earlier whose provider was down then.
+        report.upstreamRevocations += try await drainRevocationQueue()
         report.devices = try await deleteInBatches(limit) {
             """
             DELETE FROM devices WHERE id IN (SELECT d.id FROM devices d

@@ -43,6 +43,25 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation {
             sql += "$\(binds.count)"
         }
 
+        /// Splices another query (a condition, a subquery) in, its parameters renumbered after
+        /// this one's: still nothing but bound values from the outside.
+        public mutating func appendInterpolation(fragment: PostgresQuery) {
+            let offset = binds.count
+            binds += fragment.binds
+            var bytes = Array(fragment.sql.utf8)[...]
+            while let dollar = bytes.firstIndex(of: UInt8(ascii: "$")) {
+                sql += String(decoding: bytes[..<dollar], as: UTF8.self)
+                let digits = bytes[(dollar + 1)...].prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+                if let number = Int(String(decoding: digits, as: UTF8.self)) {
+                    sql += "$\(number + offset)"
+                } else {
+                    sql += "$"
+                }
+                bytes = bytes[(dollar + 1 + digits.count)...]
+            }
+            sql += String(decoding: bytes, as: UTF8.self)
+        }
+
         public mutating func appendInterpolation<Value: PostgresEncodable>(_ value: Value?) {
             binds.append(value.map(PostgresBind.init) ?? PostgresBind(null: Value.postgresTypeOID))
             sql += "$\(binds.count)"
@@ -145,4 +164,10 @@ public struct PostgresTextArray: PostgresEncodable, Equatable {
         }
         return "{" + quoted.joined(separator: ",") + "}"
     }
+}
+
+/// `uuid[]` (for `= ANY(…)`).
+extension Array: PostgresEncodable where Element == UUID {
+    public static var postgresTypeOID: UInt32 { 2951 }  // uuid[]
+    public var postgresText: String { "{" + map { $0.uuidString.lowercased() }.joined(separator: ",") + "}" }
 }

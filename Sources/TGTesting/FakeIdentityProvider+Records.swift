@@ -24,6 +24,9 @@ extension FakeIdentityProvider {
         endpoints.state.withLock { $0.tokenAuthenticationMethods }
     }
 
+    /// Every refresh token issued so far (active or not).
+    public var issuedRefreshTokens: [String] { endpoints.state.withLock { Array($0.refreshTokens.keys) } }
+
     /// The `token` of every revocation request from an authenticated client, in order.
     public var revokedTokens: [String] { endpoints.state.withLock { $0.revokedTokens } }
 

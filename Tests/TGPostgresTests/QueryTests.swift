@@ -34,6 +34,17 @@ import Testing
         }
     }
 
+    @Test func splicesAFragmentWithItsParametersRenumbered() async throws {
+        try await TestDatabase.withFreshDatabase { client, _ async throws in
+            let condition: PostgresQuery = "SELECT n FROM generate_series(1, 10) n WHERE n > \(7) OR n = \(2)"
+            let query: PostgresQuery = "SELECT count(*) AS c, \("$1-text") AS label FROM (\(fragment: condition)) AS s WHERE n <> \(9)"
+            #expect(query.sql.contains("$3") && query.sql.contains("$4") && query.binds.count == 4)
+            let row = try #require(try await client.query(query).first)
+            #expect(try row.decode(Int.self, "c") == 3)  // 2, 8 and 10; 9 is excluded by the outer bind
+            #expect(try row.decode(String.self, "label") == "$1-text")
+        }
+    }
+
     @Test func keepsInjectionAttemptsAsData() async throws {
         try await TestDatabase.withFreshDatabase { client, _ async throws in
             try await client.query("CREATE TABLE notes (body text NOT NULL)")

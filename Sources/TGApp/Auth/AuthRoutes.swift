@@ -52,7 +52,10 @@ enum AuthRoutes {
                 }
                 let everywhere = try flag(parameters.first(where: { $0.name == "everywhere" })?.value, "everywhere")
                 let result = try await service.logout(accessToken: token, scope: scope, everywhere: everywhere)
-                var body: [String: Any] = ["sessions_ended": result.sessionsEnded, "accounts_removed": result.accountsRemoved]
+                var body: [String: Any] = [
+                    "sessions_ended": result.sessionsEnded, "accounts_removed": result.accountsRemoved,
+                    "revoked": result.revoked, "upstream_revocations": result.revocations.map(\.rawValue),
+                ]
                 if let url = result.endSessionURL { body["end_session_url"] = url }
                 return json(.ok, body)
             }
