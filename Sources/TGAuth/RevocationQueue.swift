@@ -129,11 +129,14 @@ extension AuthService {
         do {
             return try await provider.revoke(refreshToken: refreshToken, policy: provider.knownPolicy(entry.policy)) ? .revoked : .notSupported
         } catch {
-            if error.classification == .fatal {
+            if case .grantRejected = error.kind {
                 // The provider refuses it as invalid (already revoked, expired): nothing is left alive.
                 return .revoked
             }
-            logger.notice("upstream revocation failed; queued for a retry", metadata: ["provider": .string(entry.provider), "reason": .string(error.description)])
+            logger.notice(
+                "upstream revocation failed; queued for a retry",
+                metadata: ["provider": .string(entry.provider), "reason": .string(error.description)]
+            )
             return .pending
         }
     }
