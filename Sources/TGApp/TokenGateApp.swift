@@ -75,7 +75,14 @@ public enum TokenGateApp {
             database: database,
             vault: TokenVault(keyRing: ring),
             providers: providers,
-            clients: configuration.clients.map { AppClient(clientID: $0.clientID, redirectURIs: $0.redirectURIs, providers: $0.providers) },
+            clients: configuration.clients.map {
+                AppClient(
+                    clientID: $0.clientID,
+                    redirectURIs: $0.redirectURIs,
+                    providers: $0.providers,
+                    postLogoutRedirectURIs: $0.postLogoutRedirectURIs
+                )
+            },
             settings: settings,
             issuer: publicBaseURL(configuration),
             resources: configuration.upstreams.map { UpstreamResource(name: $0.name, provider: $0.provider, scopes: $0.scopes) },

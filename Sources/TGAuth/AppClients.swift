@@ -5,11 +5,19 @@ public struct AppClient: Sendable, Hashable {
     public var redirectURIs: [String]
     /// The providers it may log in with; empty: every configured provider.
     public var providers: [String]
+    /// Where it may be sent back after the provider's logout; exact match, like redirect URIs.
+    public var postLogoutRedirectURIs: [String]
 
-    public init(clientID: String, redirectURIs: [String], providers: [String] = []) {
+    public init(clientID: String, redirectURIs: [String], providers: [String] = [], postLogoutRedirectURIs: [String] = []) {
         self.clientID = clientID
         self.redirectURIs = redirectURIs
         self.providers = providers
+        self.postLogoutRedirectURIs = postLogoutRedirectURIs
+    }
+
+    /// Exact match only, as for redirect URIs.
+    public func allows(postLogoutRedirectURI uri: String) -> Bool {
+        postLogoutRedirectURIs.contains { $0.utf8.elementsEqual(uri.utf8) }
     }
 
     /// Exact match only (RFC 8252 §8.10, OAuth 2.0 Security BCP §4.1.3).

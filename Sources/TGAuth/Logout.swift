@@ -30,15 +30,32 @@ extension AuthService {
     /// Ends sessions: the device's, or one account's on it; with `everywhere`, the signed-in
     /// account's sessions on every device (and nobody else's). Accounts no session holds any more
     /// are removed; their grants go to the revocation queue in the same statement and are revoked
-    /// at the provider at once, or later by the queue's worker when the provider is down. Works with an expired access token (an app logging out after a
-    /// long sleep) and answers an unknown one with nothing done: repeating it is harmless.
-    public func logout(accessToken: String, scope: LogoutScope = .device, everywhere: Bool = false) async throws -> LogoutResult {
+    /// at the provider at once, or later by the queue's worker when the provider is down.
+    /// Works with an expired access token (an app logging out after a long sleep) and answers an
+    /// unknown one with nothing done: repeating it is harmless.
+    ///
+    /// `returnTo` asks for the provider's logout page to send the browser back to the app: it must
+    /// be one of the app's `post_logout_redirect_uris` (else nothing is done); the provider sends
+    /// the browser to TokenGate's landing route, which hands over to the app
+    /// (``logoutReturn(state:)``).
+    public func logout(
+        accessToken: String,
+        scope: LogoutScope = .device,
+        everywhere: Bool = false,
+        returnTo: LogoutReturn? = nil
+    ) async throws -> LogoutResult {
         guard let context = try await session(accessToken: accessToken, requireValid: false) else {
             return LogoutResult(sessionsEnded: 0, accountsRemoved: 0, endSessionURL: nil)
         }
+        if let returnTo, clients[context.clientID]?.allows(postLogoutRedirectURI: returnTo.uri) != true {
+            throw AuthProblem(
+                .invalidRequest,
+                "post_logout_redirect_uri is not one of this app's post_logout_redirect_uris (exact match); nothing was logged out."
+            )
+        }
         let endSession: String?
         if scope == .device || scope == .account(context.account.id) {
-            endSession = await endSessionURL(for: context.account)
+            endSession = await endSessionURL(for: context.account, returnTo: returnTo, clientID: context.clientID)
         } else {
             endSession = nil
         }
@@ -78,7 +95,7 @@ extension AuthService {
         await removeAccountsWithoutSessions([account])
     }
 
-    private func endSessionURL(for account: AccountSummary) async -> String? {
+    private func endSessionURL(for account: AccountSummary, returnTo: LogoutReturn?, clientID: String) async -> String? {
         guard let provider = providers[account.provider] else { return nil }
         var hint: String?
         var policy: String?
@@ -90,6 +107,13 @@ extension AuthService {
             }
             policy = provider.knownPolicy(try? row.decode(String?.self, "policy"))
         }
-        return try? await provider.endSessionURL(idTokenHint: hint, postLogoutRedirectURI: nil, policy: policy)
+        guard let returnTo else { return try? await provider.endSessionURL(idTokenHint: hint, postLogoutRedirectURI: nil, policy: policy) }
+        let state = try? sealLogoutReturn(returnTo, clientID: clientID)
+        return try? await provider.endSessionURL(
+            idTokenHint: hint,
+            postLogoutRedirectURI: issuer + Self.logoutReturnPath,
+            state: state,
+            policy: policy
+        )
     }
 }

@@ -140,6 +140,11 @@ struct FakeEndpoints: Sendable {
         guard let destination = query["post_logout_redirect_uri"] else {
             return ServerResponse(status: .ok, contentType: "text/plain; charset=utf-8", body: "Signed out.")
         }
+        if let registered = state.withLock({ $0.settings.registeredPostLogoutRedirectURIs }),
+            !registered.contains(destination) || query["id_token_hint"] == nil
+        {
+            return ServerResponse(status: .badRequest, contentType: "text/plain; charset=utf-8", body: "post_logout_redirect_uri not registered")
+        }
         var added: [(name: String, value: String)] = []
         if let state = query["state"] { added.append(("state", state)) }
         return ServerResponse(status: .found, headerFields: [.location: Self.appendingQuery(added, to: destination)])

@@ -33,6 +33,10 @@ extension FakeIdentityProvider {
         /// rotated away) is answered with this status and an empty body, as glewlwyd does, instead
         /// of `invalid_grant` JSON.
         public var rejectedGrantEmptyBodyStatus: Int?
+        /// When set, `/logout` enforces registration as real providers do: a
+        /// `post_logout_redirect_uri` must be one of these and come with an `id_token_hint`, or
+        /// the answer is 400 and nobody is sent anywhere.
+        public var registeredPostLogoutRedirectURIs: [String]?
         /// Whether ID tokens carry `nbf` (equal to `iat`).
         public var includesNotBefore = false
         /// Audiences added to the ID token's `aud` after the client ID; when non-empty `aud` is an

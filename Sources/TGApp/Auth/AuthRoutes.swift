@@ -51,13 +51,34 @@ enum AuthRoutes {
                     scope = .account(try accountID(account))
                 }
                 let everywhere = try flag(parameters.first(where: { $0.name == "everywhere" })?.value, "everywhere")
-                let result = try await service.logout(accessToken: token, scope: scope, everywhere: everywhere)
+                let returnTo = parameters.first(where: { $0.name == "post_logout_redirect_uri" }).map { uri in
+                    LogoutReturn(uri: uri.value, state: parameters.first(where: { $0.name == "state" })?.value)
+                }
+                let result = try await service.logout(accessToken: token, scope: scope, everywhere: everywhere, returnTo: returnTo)
                 var body: [String: Any] = [
                     "sessions_ended": result.sessionsEnded, "accounts_removed": result.accountsRemoved,
                     "revoked": result.revoked, "upstream_revocations": result.revocations.map(\.rawValue),
                 ]
                 if let url = result.endSessionURL { body["end_session_url"] = url }
                 return json(.ok, body)
+            }
+        )
+        // The provider's logout page sends the browser here (register
+        // <public_base_url>/auth/logout/return at the provider); it goes on to the app.
+        router.add(
+            .get,
+            AuthService.logoutReturnPath,
+            .async { request, _ in
+                let state = request.queryItems.first(where: { $0.name == "state" })?.value
+                guard let destination = try service.logoutReturn(state: state) else {
+                    return ServerResponse(
+                        status: .ok,
+                        contentType: "text/plain; charset=utf-8",
+                        body: "You are signed out. You can return to the app.",
+                        headerFields: [.cacheControl: "no-store"]
+                    )
+                }
+                return ServerResponse(status: .found, headerFields: [.location: destination, .cacheControl: "no-store"])
             }
         )
         router.add(

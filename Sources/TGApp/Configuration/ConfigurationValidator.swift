@@ -105,6 +105,9 @@ struct ConfigurationValidator {
             for (position, uri) in client.redirectURIs.enumerated() {
                 if let message = Self.redirectURIProblem(uri) { problem("\(path).redirect_uris[\(position)]", message) }
             }
+            for (position, uri) in client.postLogoutRedirectURIs.enumerated() {
+                if let message = Self.redirectURIProblem(uri) { problem("\(path).post_logout_redirect_uris[\(position)]", message) }
+            }
             for (position, name) in client.providers.enumerated() where !providers.contains(name) {
                 problem("\(path).providers[\(position)]", "names no configured provider")
             }

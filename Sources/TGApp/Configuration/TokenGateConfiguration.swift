@@ -156,11 +156,15 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var redirectURIs: [String]
         /// Providers this app may log in with (empty: all).
         public var providers: [String]
+        /// Where the app may ask to be sent back after the provider's logout page; exact URIs,
+        /// checked like `redirect_uris`.
+        public var postLogoutRedirectURIs: [String]
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case providers
             case clientID = "client_id"
             case redirectURIs = "redirect_uris"
+            case postLogoutRedirectURIs = "post_logout_redirect_uris"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -168,6 +172,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             clientID = try c.decode(String.self, forKey: .clientID)
             redirectURIs = try c.value(.redirectURIs, default: [])
             providers = try c.value(.providers, default: [])
+            postLogoutRedirectURIs = try c.value(.postLogoutRedirectURIs, default: [])
         }
     }
 
