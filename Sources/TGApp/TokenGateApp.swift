@@ -71,6 +71,7 @@ public enum TokenGateApp {
         settings.handoffCodeTTL = TimeInterval(sessions.handoffCodeTTLSeconds)
         settings.pendingLoginTTL = TimeInterval(sessions.pendingLoginTTLSeconds)
         settings.refreshReplayGrace = TimeInterval(sessions.refreshReplayGraceSeconds)
+        settings.deviceIdleTTL = TimeInterval(sessions.deviceIdleTTLSeconds)
         return AuthService(
             database: database,
             vault: TokenVault(keyRing: ring),

@@ -8,6 +8,8 @@ public struct AuthSettings: Sendable {
     /// A session ends this long after its login, however much it is used.
     public var sessionAbsoluteTTL: TimeInterval = 90 * 86400
     public var handoffCodeTTL: TimeInterval = 60
+    /// A device secret unused this long (no login with it, no refresh of its sessions) is refused.
+    public var deviceIdleTTL: TimeInterval = 30 * 86400
     public var pendingLoginTTL: TimeInterval = 600
     /// How long the previous refresh token of a session still gets the same answer (a retry after
     /// a lost response); after it, presenting it is reuse and ends the whole family.

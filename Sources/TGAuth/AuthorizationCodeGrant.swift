@@ -126,12 +126,15 @@ extension AuthService {
             let devices = try await connection.query(
                 """
                 UPDATE devices SET last_seen_at = \(now) WHERE secret_hash = \(deviceHash) AND client_id = \(request.clientID)
+                  AND last_seen_at > \(now.addingTimeInterval(-settings.deviceIdleTTL))
                 RETURNING id
                 """
             )
             guard let found = devices.first else {
                 try await connection.query(burn)
-                return .refused(OAuthError(.invalidGrant, "device_secret is not valid for this app."))
+                return .refused(
+                    OAuthError(.invalidGrant, "device_secret is not valid for this app, or has not been used for too long; log in without it.")
+                )
             }
             device = try found.decode(UUID.self, "id")
         } else {

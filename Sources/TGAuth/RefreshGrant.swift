@@ -74,6 +74,10 @@ extension AuthService {
                 """
             )
             try await connection.query("UPDATE accounts SET last_used_at = \(now) WHERE id = \(account.id)")
+            // A device in use keeps its secret alive (sessions.device_idle_ttl_seconds).
+            try await connection.query(
+                "UPDATE devices SET last_seen_at = \(now) WHERE id = (SELECT device_id FROM sessions WHERE id = \(session))"
+            )
             return .issued(tokens, orphans: [])
         }
         let previous = try await connection.query(

@@ -105,7 +105,7 @@ extension AuthService {
         report.devices = try await deleteInBatches(limit) {
             """
             DELETE FROM devices WHERE id IN (SELECT d.id FROM devices d
-              WHERE d.last_seen_at <= \(idleSince) AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.device_id = d.id)
+              WHERE d.last_seen_at <= \(now.addingTimeInterval(-settings.deviceIdleTTL)) AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.device_id = d.id)
               LIMIT \(limit))
             """
         }

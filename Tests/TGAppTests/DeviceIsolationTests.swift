@@ -102,3 +102,33 @@ import Testing
         }
     }
 }
+
+/// A device secret ends when the device is not used for `sessions.device_idle_ttl_seconds`.
+@Suite struct DeviceSecretLifetimeTests {
+    @Test func anIdleDeviceSecretIsRefusedAndOneInUseLivesOn() async throws {
+        try await AuthFlowHarness.run { h in
+            let alice = try await h.logIn(as: "alice")
+            let secret = try #require(alice["device_secret"] as? String)
+            var refresh = try #require(alice["refresh_token"] as? String)
+            // In use: refreshing every 20 days for 40 days keeps the device (30-day idle lifetime).
+            for _ in 0..<2 {
+                h.clock.advance(by: 20 * 86400)
+                refresh = try #require(try await h.refresh(refresh).json["refresh_token"] as? String)
+            }
+            _ = try await h.logIn(as: "bob", deviceSecret: secret)
+            // Idle past the lifetime (no sweep in between): the secret is refused.
+            h.clock.advance(by: 31 * 86400)
+            let login = AuthFlowHarness.AppLogin()
+            let code = try await h.handoffCode(login, as: "carol")
+            let refused = try await h.post(
+                "/auth/token",
+                form: [
+                    ("grant_type", "authorization_code"), ("code", code), ("code_verifier", login.verifier),
+                    ("redirect_uri", AuthFlowHarness.appRedirect), ("client_id", AuthFlowHarness.appClient), ("device_secret", secret),
+                ]
+            )
+            #expect(refused.status == 400)
+            #expect(refused.json["error"] as? String == "invalid_grant")
+        }
+    }
+}

@@ -43,6 +43,7 @@ struct ConfigurationValidator {
         checkUpstreams(c.upstreams, providers: Set(c.providers.map(\.name)))
         positive(c.sessions.accessTokenTTLSeconds, "sessions.access_token_ttl_seconds")
         positive(c.sessions.refreshTokenIdleTTLSeconds, "sessions.refresh_token_idle_ttl_seconds")
+        positive(c.sessions.deviceIdleTTLSeconds, "sessions.device_idle_ttl_seconds")
         positive(c.sessions.refreshTokenAbsoluteTTLSeconds, "sessions.refresh_token_absolute_ttl_seconds")
         positive(c.sessions.handoffCodeTTLSeconds, "sessions.handoff_code_ttl_seconds")
         positive(c.sessions.pendingLoginTTLSeconds, "sessions.pending_login_ttl_seconds")

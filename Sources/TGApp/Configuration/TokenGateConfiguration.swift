@@ -286,6 +286,9 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var pendingLoginTTLSeconds: Int
         /// How long a rotated-away refresh token still gets the same answer (a lost response).
         public var refreshReplayGraceSeconds: Int
+        /// A device secret not used this long (no login with it, no refresh of its sessions) is
+        /// refused, even before the sweeper removes the device.
+        public var deviceIdleTTLSeconds: Int
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case accessTokenTTLSeconds = "access_token_ttl_seconds"
@@ -294,6 +297,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case handoffCodeTTLSeconds = "handoff_code_ttl_seconds"
             case pendingLoginTTLSeconds = "pending_login_ttl_seconds"
             case refreshReplayGraceSeconds = "refresh_replay_grace_seconds"
+            case deviceIdleTTLSeconds = "device_idle_ttl_seconds"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -304,6 +308,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             handoffCodeTTLSeconds = try c.value(.handoffCodeTTLSeconds, default: 60)
             pendingLoginTTLSeconds = try c.value(.pendingLoginTTLSeconds, default: 600)
             refreshReplayGraceSeconds = try c.value(.refreshReplayGraceSeconds, default: 30)
+            deviceIdleTTLSeconds = try c.value(.deviceIdleTTLSeconds, default: 30 * 86400)
         }
     }
 
