@@ -16,7 +16,8 @@ import Yams
 
     /// Loads a shipped configuration with its secret files replaced by stand-ins in a temporary
     /// directory: it must pass TokenGate's own validation.
-    static func loads(_ configuration: String, secretsAt directory: String, environment: [String: String] = [:]) throws {
+    @discardableResult
+    static func loads(_ configuration: String, secretsAt directory: String, environment: [String: String] = [:]) throws -> TokenGateConfiguration {
         let stand = FileManager.default.temporaryDirectory.appendingPathComponent("tg-deploy-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: stand, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: stand) }
@@ -27,7 +28,7 @@ import Yams
         for (name, value) in secrets { try value.write(to: stand.appendingPathComponent(name), atomically: true, encoding: .utf8) }
         let file = stand.appendingPathComponent("tokengate.yaml")
         try configuration.replacingOccurrences(of: directory, with: stand.path + "/").write(to: file, atomically: true, encoding: .utf8)
-        _ = try ConfigurationLoader.load(path: file.path, environment: environment)
+        return try ConfigurationLoader.load(path: file.path, environment: environment)
     }
 
     @Test func theKubernetesManifestsProbeMigrateDrainAndShipAValidConfiguration() throws {
@@ -69,6 +70,20 @@ import Yams
         // nginx runs the tested site file, not a copy of it.
         #expect(((services["nginx"] as? [String: Any])?["volumes"] as? [String])?.contains { $0.hasPrefix("./nginx/tokengate.conf:") } == true)
         try Self.loads(Self.text("tokengate.compose.yaml"), secretsAt: "/run/secrets/", environment: ["IDP_CLIENT_SECRET": "s3cret"])
+    }
+
+    /// Forwarding headers are trusted only from a proxy the file itself deploys: nginx at its fixed
+    /// address in the compose file; nothing in the Kubernetes file, which deploys no proxy.
+    @Test func theShippedFilesTrustOnlyTheProxiesTheyDeploy() throws {
+        let compose = try #require(try Yams.load(yaml: Self.text("compose.yaml")) as? [String: Any])
+        let nginx = try #require((compose["services"] as? [String: Any])?["nginx"] as? [String: Any])
+        let address = try #require(((nginx["networks"] as? [String: Any])?["gateway"] as? [String: Any])?["ipv4_address"] as? String)
+        let composed = try Self.loads(Self.text("tokengate.compose.yaml"), secretsAt: "/run/secrets/", environment: ["IDP_CLIENT_SECRET": "s3cret"])
+        #expect(composed.server.trustedProxies == [address])
+        let documents = try Yams.load_all(yaml: Self.text("kubernetes/tokengate.yaml")).compactMap { $0 as? [String: Any] }
+        let configMap = try #require(documents.first { $0["kind"] as? String == "ConfigMap" })
+        let text = try #require((configMap["data"] as? [String: String])?["tokengate.yaml"])
+        #expect(try Self.loads(text, secretsAt: "/etc/tokengate/secrets/").server.trustedProxies.isEmpty)
     }
 
     @Test func theSystemdUnitRunsUnprivilegedHardenedAndDrainsOnSIGTERM() throws {
