@@ -86,7 +86,9 @@ public enum TokenGateApp {
             },
             settings: settings,
             issuer: publicBaseURL(configuration),
-            resources: configuration.upstreams.map { UpstreamResource(name: $0.name, provider: $0.provider, scopes: $0.scopes) },
+            resources: configuration.upstreams.map {
+                UpstreamResource(name: $0.name, provider: $0.provider, scopes: $0.scopes, allowsTokenExchange: $0.tokenExchange)
+            },
             clock: clock,
             metrics: metrics,
             logger: logger

@@ -92,15 +92,27 @@ extension AuthService {
         let asked = request.scope.map { $0.split(separator: " ").map(String.init) }
         guard let name = request.resource else {
             guard let asked, !asked.isEmpty else { throw OAuthError(.invalidRequest, "Name the API with resource, or ask for a scope.") }
-            var allowed = Set(providers[provider]?.configuration.scopes ?? [])
-            for resource in resources.values where resource.provider == provider { allowed.formUnion(resource.scopes) }
+            // Only scopes of APIs that allow token exchange: `scope=` cannot get around an API's `token_exchange: false`.
+            var allowed: Set<String> = []
+            for resource in resources.values where resource.provider == provider && resource.allowsTokenExchange {
+                allowed.formUnion(resource.scopes)
+            }
             guard Set(asked).isSubset(of: allowed) else {
-                throw OAuthError(.invalidScope, "Ask only for scopes configured for this account's provider or its APIs.")
+                throw OAuthError(
+                    .invalidScope,
+                    "Ask only for scopes of this account's provider's APIs that allow token exchange (upstreams[].token_exchange)."
+                )
             }
             return asked
         }
         guard let resource = resources[name] else {
             throw OAuthError(.invalidTarget, "resource names no configured API. Use an upstream's name.")
+        }
+        guard resource.allowsTokenExchange else {
+            throw OAuthError(
+                .invalidTarget,
+                "This API's token is not handed to apps (upstreams[].token_exchange is off); call it through /api/\(name)/ instead."
+            )
         }
         guard resource.provider == provider else {
             throw OAuthError(.invalidTarget, "This API takes tokens of provider \(resource.provider); log in with it first.")

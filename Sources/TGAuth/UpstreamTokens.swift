@@ -8,11 +8,14 @@ public struct UpstreamResource: Sendable, Equatable {
     public var name: String
     public var provider: String
     public var scopes: [String]
+    /// Whether apps may take its token themselves (token exchange); off: only the proxy uses it.
+    public var allowsTokenExchange: Bool
 
-    public init(name: String, provider: String, scopes: [String]) {
+    public init(name: String, provider: String, scopes: [String], allowsTokenExchange: Bool = false) {
         self.name = name
         self.provider = provider
         self.scopes = scopes
+        self.allowsTokenExchange = allowsTokenExchange
     }
 }
 

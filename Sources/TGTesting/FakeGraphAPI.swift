@@ -135,6 +135,12 @@ public final class FakeGraphAPI: Sendable {
                 try? await Task.sleep(for: .milliseconds(millis))
                 return Self.json(["slept_ms": millis])
             }
+        case "/redirect":
+            // Answers with `Location: <to>` (an API pointing at itself or elsewhere).
+            let status = Int(request.queryValue("status") ?? "") ?? 302
+            return .response(
+                ServerResponse(status: HTTPResponse.Status(code: status), headerFields: [.location: request.queryValue("to") ?? "/"])
+            )
         case "/users":
             return .response(Self.json(["value": [["id": "1"]], "@odata.nextLink": baseURL + "/users?$skiptoken=abc"]))
         default:

@@ -51,7 +51,7 @@ import Testing
     @Test func aGrantRevokedAtTheRealProviderEndsTheAccount() async throws {
         let mock = try await OIDCProviderMock.start()
         defer { mock.stop() }
-        try await AuthFlowHarness.run(realProvider: mock, withGraphAPI: true) { h in
+        try await AuthFlowHarness.run(realProvider: mock, withGraphAPI: true, upstreamOptions: ", token_exchange: true") { h in
             let login = AuthFlowHarness.AppLogin()
             let authorize = try await h.authorizationURL(login)
             let atProvider = try await curl(["-i", "-X", "POST", authorize, "--data-raw", "sub=alice"])

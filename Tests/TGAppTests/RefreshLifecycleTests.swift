@@ -91,7 +91,7 @@ import Testing
         #"{"error":"invalid_grant","error_description":"AADSTS65001: The user has not consented","suberror":"consent_required"}"#,
     ])
     func aRefusedScopeFailsThatCallAndKeepsTheAccount(body: String) async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph + ", token_exchange: true") { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             harness.fake.misbehave(.raw(status: 400, contentType: "application/json", body: body), grantType: "refresh_token")
             let answer = try await harness.get("/api/graph/me", bearer: token)

@@ -144,7 +144,7 @@ import Testing
     }
 
     @Test func tokenExchangeGivesTheUpstreamTokenForAResourceOrScope() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph + ", token_exchange: true") { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             func exchange(_ extra: [(String, String)], subject: String? = nil) async throws -> CurlResult {
                 try await harness.post(

@@ -24,6 +24,9 @@ extension TokenGateConfiguration {
         public var headers: [String: String]
         /// A CA bundle for an API with a private certificate authority.
         public var caFile: String?
+        /// Whether apps may take this API's provider token themselves through token exchange
+        /// (RFC 8693 on `/auth/token`). Off by default: the provider's tokens stay on the server.
+        public var tokenExchange: Bool
 
         static let defaultMethods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
@@ -36,6 +39,7 @@ extension TokenGateConfiguration {
             case maxBodyBytes = "max_body_bytes"
             case maxConnections = "max_connections"
             case caFile = "ca_file"
+            case tokenExchange = "token_exchange"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -52,6 +56,7 @@ extension TokenGateConfiguration {
             maxConnections = try c.value(.maxConnections, default: 1024)
             headers = try c.value(.headers, default: [:])
             caFile = try c.decodeIfPresent(String.self, forKey: .caFile)
+            tokenExchange = try c.value(.tokenExchange, default: false)
         }
     }
 }

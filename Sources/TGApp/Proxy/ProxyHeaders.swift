@@ -15,7 +15,15 @@ enum ProxyHeaders {
         hopByHop.union([
             "host", "authorization", "cookie", "content-length", "expect", "forwarded", "x-forwarded-for",
             "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", "x-forwarded-prefix", "x-real-ip", "x-request-id",
-        ])
+        ]).union(overrides)
+
+    /// Fields some frameworks read as another method or another URL than the request's own
+    /// (Spring's `HiddenHttpMethodFilter` kin, IIS URL Rewrite, Symfony, Laravel): never forwarded.
+    static let overrides: Set<String> = [
+        "x-http-method-override", "x-http-method", "x-method-override", "x-original-method", "x-original-url", "x-rewrite-url",
+        "x-override-url", "x-forwarded-path", "x-forwarded-uri", "x-forwarded-url", "x-original-uri", "x-forwarded-server",
+        "x-forwarded-scheme", "x-forwarded-ssl", "x-host", "x-original-host", "x-scheme",
+    ]
 
     /// What the upstream learns about the original request.
     struct Forwarding {

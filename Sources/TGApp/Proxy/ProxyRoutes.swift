@@ -39,6 +39,8 @@ struct ProxyRoutes {
     /// Scheme and host of TokenGate's public base URL (`X-Forwarded-Proto`, `X-Forwarded-Host`).
     let publicScheme: String
     let publicHost: String
+    /// Per API, how its own `Location`s become TokenGate's.
+    let locations: [String: ProxyLocation]
 
     static func add(to router: inout Router, upstreams: [Upstream], auth: AuthService, publicBaseURL: String) {
         let base = URLComponents(string: publicBaseURL)
@@ -46,7 +48,15 @@ struct ProxyRoutes {
             upstreams: Dictionary(upstreams.map { ($0.settings.name, $0) }, uniquingKeysWith: { first, _ in first }),
             auth: auth,
             publicScheme: base?.scheme ?? "http",
-            publicHost: base.map { components in components.port.map { "\(components.host ?? ""):\($0)" } ?? components.host ?? "" } ?? ""
+            publicHost: base.map { components in components.port.map { "\(components.host ?? ""):\($0)" } ?? components.host ?? "" } ?? "",
+            locations: Dictionary(
+                upstreams.compactMap { upstream in
+                    ProxyLocation(baseURL: upstream.settings.baseURL, name: upstream.settings.name, publicBaseURL: publicBaseURL).map {
+                        (upstream.settings.name, $0)
+                    }
+                },
+                uniquingKeysWith: { first, _ in first }
+            )
         )
         for method in methods {
             router.add(method, "/api/{upstream}/**", .async { request, info in try await routes.forward(request, info) })
@@ -84,7 +94,7 @@ struct ProxyRoutes {
                 response = try await send(request, upload, to: upstream, target: target, token: token.value, info: info)
             }
         }
-        return try await Self.relay(response, method: method)
+        return try await Self.relay(response, method: method, location: locations[upstream.settings.name])
     }
 
     private func send(
@@ -132,7 +142,13 @@ struct ProxyRoutes {
 
     /// The API's answer as it is: status, end-to-end fields and the body, streamed (or, when
     /// small and of known length, passed in one piece).
-    static func relay(_ response: HTTPClientStreamingResponse, method: HTTPRequest.Method) async throws -> ServerResponse {
+    static func relay(
+        _ response: HTTPClientStreamingResponse,
+        method: HTTPRequest.Method,
+        location: ProxyLocation? = nil
+    ) async throws -> ServerResponse {
+        var fields = ProxyHeaders.response(response.head.headerFields)
+        if let location, let value = fields[.location], let rewritten = location.rewrite(value) { fields[.location] = rewritten }
         if let length = response.head.headerFields[.contentLength].flatMap(Int.init), length <= smallBody, method != .head {
             let body: [UInt8]
             do {
@@ -141,11 +157,11 @@ struct ProxyRoutes {
                 response.cancel()
                 throw (error as? HTTPClientError) == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable
             }
-            return ServerResponse(status: response.head.status, headerFields: ProxyHeaders.response(response.head.headerFields), body: .bytes(body))
+            return ServerResponse(status: response.head.status, headerFields: fields, body: .bytes(body))
         }
         return ServerResponse(
             status: response.head.status,
-            headerFields: ProxyHeaders.response(response.head.headerFields),
+            headerFields: fields,
             body: .stream { writer in
                 do {
                     for try await chunk in response { try await writer.write(chunk) }

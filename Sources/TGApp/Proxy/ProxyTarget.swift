@@ -1,3 +1,4 @@
+import Foundation
 import TGHTTPServer
 
 /// Where a call to `/api/{name}/{path}` goes: `{base_url}/{path}?{query}`, and nowhere else. The
@@ -23,12 +24,12 @@ struct ProxyTarget: Equatable {
             guard segment.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) else {
                 throw .invalidPath("characters that must be percent-encoded, or a bad percent-encoding")
             }
+            // Path parameters: Tomcat and Spring strip `;…` from a segment, so `..;` is `..`.
+            guard !segment.contains(UInt8(ascii: ";")) else { throw .invalidPath("a path parameter (;)") }
             if segment.contains(UInt8(ascii: "%")) {
                 decoded += "/" + (try Self.decode(segment))
             } else {
-                guard !segment.elementsEqual(".".utf8), !segment.elementsEqual("..".utf8) else {
-                    throw .invalidPath("a dot segment or an encoded slash")
-                }
+                guard !Self.isDotSegment(Substring(segment)) else { throw .invalidPath("a dot segment or an encoded slash") }
                 if hasEscapes { decoded += "/" + String(Substring(segment)) }
             }
             guard end != rest.utf8.endIndex else { break }
@@ -37,20 +38,38 @@ struct ProxyTarget: Equatable {
         decodedPath = hasEscapes ? decoded : rawPath
     }
 
+    /// `.`, `..`, and what servers trim to them: more dots (`...`), or dots followed by spaces
+    /// or tabs (IIS and Windows drop trailing dots and spaces).
+    private static func isDotSegment(_ segment: Substring) -> Bool {
+        guard segment.first == "." else { return false }
+        return segment.allSatisfy { $0 == "." || $0 == " " || $0 == "\t" }
+    }
+
     /// One percent-encoded segment, decoded, unless it decodes to something a server could read
-    /// differently (a dot segment, a slash or backslash, NUL, or another escape).
+    /// differently: a dot segment, a slash or backslash, a `;`, a control character, another
+    /// escape (double encoding), or a Unicode look-alike that normalisation (NFKC, as some servers
+    /// and filesystems apply) turns into one of those. Bad escapes (`%u002e`) and bytes that are
+    /// not UTF-8 (overlong forms such as `%c0%ae`) are refused too.
     private static func decode(_ segment: Substring.UTF8View) throws(ProxyError) -> String {
         guard let text = FormURLEncoding.percentDecode(segment, plusAsSpace: false) else {
             throw .invalidPath("characters that must be percent-encoded, or a bad percent-encoding")
         }
-        guard text != ".", text != "..", !text.contains("/"), !text.contains("\\"), !text.utf8.contains(0) else {
-            throw .invalidPath("a dot segment or an encoded slash")
+        guard !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { throw .invalidPath("a control character") }
+        let normalised = text.utf8.allSatisfy({ $0 < 0x80 }) ? text : text.precomposedStringWithCompatibilityMapping
+        guard !isDotSegment(Substring(normalised)), !normalised.contains("/"), !normalised.contains("\\"), !normalised.contains(";")
+        else {
+            throw .invalidPath("a dot segment, an encoded slash or a path parameter")
         }
-        let lowered = text.lowercased()
-        guard !["%2e", "%2f", "%5c", "%00", "%25"].contains(where: lowered.contains) else {
+        if let percent = text.utf8.firstIndex(of: UInt8(ascii: "%")), Self.isHexPair(text.utf8[text.utf8.index(after: percent)...]) {
             throw .invalidPath("double percent-encoding")
         }
         return text
+    }
+
+    /// Whether `bytes` start with two hex digits (what follows a `%` in a double encoding).
+    private static func isHexPair(_ bytes: Substring.UTF8View) -> Bool {
+        let pair = bytes.prefix(2)
+        return pair.count == 2 && pair.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x66) }
     }
 
     /// Whether a configured prefix (`/me`, `/users/`) covers the path, on segment boundaries.
