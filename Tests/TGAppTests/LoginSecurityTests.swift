@@ -165,3 +165,21 @@ import Testing
         }
     }
 }
+
+/// A HEAD on the callback (a link scanner, a prefetching browser) must not consume the login.
+@Suite struct CallbackHeadTests {
+    @Test func aHeadOnTheCallbackConsumesNothingAndTheLoginStillCompletes() async throws {
+        try await AuthFlowHarness.run { h in
+            let login = AuthFlowHarness.AppLogin()
+            let atProvider = try await h.fake.followAuthorization(try await h.authorizationURL(login), using: h.http)
+            let callback = try #require(atProvider.destination)
+            let head = try await curl(["-s", "-I", "-o", "/dev/null", "-w", "%{http_code}", callback])
+            #expect(head.stdout == "405")
+            #expect(try await h.count("SELECT count(*) AS n FROM pending_logins") == 1)
+            let result = try await curl(["-i", callback])
+            #expect(result.status == 302)
+            let location = try #require(result.header("Location"))
+            #expect(FakeIdentityProvider.queryParameters(of: location)["code"] != nil, "\(location)")
+        }
+    }
+}

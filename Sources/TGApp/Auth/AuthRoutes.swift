@@ -27,6 +27,8 @@ enum AuthRoutes {
         }
         router.add(.get, "/auth/callback", callback)
         router.add(.post, "/auth/callback", callback)
+        // GET consumes the pending login: a HEAD (a link scanner, a prefetch) must not.
+        router.add(.head, "/auth/callback", .async { _, _ in Problem.methodNotAllowed([.get, .post]).response() })
         router.add(
             .post,
             "/auth/token",
