@@ -69,9 +69,36 @@ extension AuthorizationOptions {
             guard !values.isEmpty, values.allSatisfy(Self.promptValues.contains) else {
                 throw OIDCError(.invalidRequest("prompt must be none, login, consent, select_account or create"))
             }
+            guard !values.contains("none") || values.count == 1 else {
+                throw OIDCError(.invalidRequest("prompt=none cannot be combined with other values (OIDC Core 3.1.2.1)"))
+            }
         }
         for scope in extraScopes where scope.isEmpty || scope.utf8.contains(where: { $0 <= 0x20 || $0 == 0x22 || $0 == 0x5C || $0 >= 0x7F }) {
             throw OIDCError(.invalidRequest("a scope contains a character scopes may not contain"))
         }
+    }
+}
+
+extension OpenIDProvider {
+    /// The prompt of an authorization request: the values the provider needs for a long-lived
+    /// refresh token (the profile's, and a configured `authorize_parameters.prompt`) first, then
+    /// those the app adds. They stay whatever the app sends; an app's `none` cannot be combined
+    /// with them and is refused with the reason. Nil when nobody asks for one.
+    func mergedPrompt(app: String?) throws(OIDCError) -> String? {
+        var required = configuration.profile.requiredPrompts
+        for (name, value) in configuration.extraAuthorizationParameters where name == "prompt" {
+            for item in value.split(separator: " ").map(String.init) where !required.contains(item) { required.append(item) }
+        }
+        let asked = app.map { $0.split(separator: " ").map(String.init) } ?? []
+        if asked.contains("none"), !required.isEmpty {
+            throw OIDCError(
+                .invalidRequest(
+                    "prompt=none cannot be sent to this provider: it needs prompt=\(required.joined(separator: " ")) "
+                        + "for a long-lived refresh token; leave prompt out or use login or select_account"
+                )
+            )
+        }
+        let merged = required + asked.filter { !required.contains($0) }
+        return merged.isEmpty ? nil : merged.joined(separator: " ")
     }
 }

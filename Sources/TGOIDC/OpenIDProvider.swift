@@ -78,7 +78,8 @@ public final class OpenIDProvider: Sendable {
             ("code_challenge_method", "S256"),
         ]
         if configuration.responseMode == .formPost { parameters.append(("response_mode", "form_post")) }
-        parameters += profile.authorizationParameters(prompt: options.prompt)
+        parameters += profile.authorizationParameters
+        if let prompt = try mergedPrompt(app: options.prompt) { parameters.append(("prompt", prompt)) }
         if let hint = options.loginHint { parameters.append(("login_hint", hint)) }
         if let hint = options.domainHint { parameters.append(("domain_hint", hint)) }
         let taken = Set(parameters.map(\.name))

@@ -88,16 +88,18 @@ public enum ProviderProfile: Sendable, Hashable {
         return scopes
     }
 
-    /// Parameters the profile adds to every authorization request.
-    func authorizationParameters(prompt: String?) -> [(name: String, value: String)] {
-        switch self {
-        case .google:
-            var prompts = prompt.map { $0.split(separator: " ").map(String.init) } ?? []
-            if !prompts.contains("consent") && !prompts.contains("none") { prompts.append("consent") }
-            return [("access_type", "offline"), ("prompt", prompts.joined(separator: " "))]
-        default:
-            return prompt.map { [("prompt", $0)] } ?? []
-        }
+    /// Parameters the profile adds to every authorization request (the prompt apart: see
+    /// ``requiredPrompts``).
+    var authorizationParameters: [(name: String, value: String)] {
+        if case .google = self { return [("access_type", "offline")] }
+        return []
+    }
+
+    /// Prompt values without which the provider issues no long-lived refresh token (Google:
+    /// `consent`); an app's prompt adds to them.
+    var requiredPrompts: [String] {
+        if case .google = self { return ["consent"] }
+        return []
     }
 
     /// Whether ID tokens are expected (not for plain OAuth 2.0).

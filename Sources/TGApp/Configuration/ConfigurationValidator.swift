@@ -126,11 +126,35 @@ struct ConfigurationValidator {
             if provider.clientID.isEmpty { problem("\(path).client_id", "must not be empty") }
             if let secret = provider.clientSecret { self.secret(secret, "\(path).client_secret") }
             if let key = provider.privateKey { secret(key, "\(path).private_key") }
+            checkAuthorizeParameters(provider.authorizeParameters, "\(path).authorize_parameters")
             switch provider.authMethod {
             case .clientSecretBasic, .clientSecretPost:
                 if provider.clientSecret == nil { problem("\(path).client_secret", "is required for \(provider.authMethod.rawValue)") }
             case .privateKeyJWT:
                 if provider.privateKey == nil { problem("\(path).private_key", "is required for private_key_jwt") }
+            }
+        }
+    }
+
+    /// Parameters TokenGate sets itself, or that would replace the whole request: an extra one
+    /// of these would break PKCE, state, nonce or the client's identity, or be ignored.
+    static let protocolParameters: Set<String> = [
+        "state", "nonce", "code_challenge", "code_challenge_method", "redirect_uri", "client_id", "response_type", "response_mode",
+        "scope", "request", "request_uri",
+    ]
+
+    private mutating func checkAuthorizeParameters(_ parameters: [String: String], _ path: String) {
+        for (name, value) in parameters.sorted(by: { $0.key < $1.key }) {
+            if Self.protocolParameters.contains(name.lowercased()) {
+                let hints = ["scope": " (list them under scopes)", "response_mode": " (use response_mode)"]
+                let hint = hints[name.lowercased()] ?? ""
+                problem("\(path).\(name)", "is a protocol parameter TokenGate sets itself; it may not be configured\(hint)")
+            } else if name == "prompt" {
+                let values = value.split(separator: " ").map(String.init)
+                let known: Set<String> = ["login", "consent", "select_account", "create"]
+                if values.isEmpty || !values.allSatisfy(known.contains) {
+                    problem("\(path).prompt", "must be one or more of login, consent, select_account, create (none cannot be required)")
+                }
             }
         }
     }
