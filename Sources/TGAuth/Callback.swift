@@ -63,12 +63,21 @@ extension AuthService {
             // Without a refresh token TokenGate cannot keep the user signed in: nothing is stored.
             return fail("server_error", "provider issued no refresh token (offline_access / access_type=offline?)")
         }
+        // Display claims the ID token lacks, from UserInfo (whose sub must be the ID token's).
+        var claims = idToken.claims
+        do {
+            let extra = try await provider.userInfoClaims(accessToken: result.tokens.accessToken, idToken: idToken, policy: login.policy)
+            for (name, value) in extra ?? [:] where claims[name] == nil { claims[name] = value }
+        } catch {
+            _ = try? await provider.revoke(refreshToken: refreshToken, policy: login.policy)
+            return fail("server_error", "userinfo names another subject than the ID token")
+        }
         let handoff = OpaqueToken.mint()
         let accessTokens = loginAccessTokens(result.tokens, provider: provider.name, now: now)
         let ticket = cache.ticket()
         do {
             let account = try await database.withTransaction { connection in
-                let account = try await upsertAccount(idToken, provider: provider.name, now: now, on: connection)
+                let account = try await upsertAccount(idToken, claims: claims, provider: provider.name, now: now, on: connection)
                 try await storeGrant(
                     account: account,
                     refreshToken: refreshToken,
@@ -109,11 +118,17 @@ extension AuthService {
         FormURLEncoding.url(redirectURI, adding: parameters)
     }
 
-    func upsertAccount(_ idToken: IDToken, provider: String, now: Date, on connection: PostgresConnection) async throws -> UUID {
+    func upsertAccount(
+        _ idToken: IDToken,
+        claims: [String: JSONValue],
+        provider: String,
+        now: Date,
+        on connection: PostgresConnection
+    ) async throws -> UUID {
         let rows = try await connection.query(
             """
             INSERT INTO accounts (provider, issuer, tenant, subject, claims, state, stale_reason, created_at, updated_at, last_used_at)
-            VALUES (\(provider), \(idToken.issuer), \(idToken.tenantID), \(idToken.subject), \(Self.displayClaims(idToken))::jsonb,
+            VALUES (\(provider), \(idToken.issuer), \(idToken.tenantID), \(idToken.subject), \(Self.displayClaims(claims))::jsonb,
               'active', NULL, \(now), \(now), \(now))
             ON CONFLICT (provider, issuer, subject) DO UPDATE SET tenant = EXCLUDED.tenant, claims = EXCLUDED.claims,
               state = 'active', stale_reason = NULL, updated_at = EXCLUDED.updated_at, last_used_at = EXCLUDED.last_used_at
@@ -148,10 +163,10 @@ extension AuthService {
     }
 
     /// The claims an app may show (name, email, picture); never the whole token.
-    static func displayClaims(_ idToken: IDToken) -> String {
+    static func displayClaims(_ claims: [String: JSONValue]) -> String {
         var object: [String: Any] = [:]
         for name in ["name", "given_name", "family_name", "email", "email_verified", "preferred_username", "picture"] {
-            switch idToken.claims[name] {
+            switch claims[name] {
             case .string(let text)?: object[name] = text
             case .bool(let flag)?: object[name] = flag
             default: continue

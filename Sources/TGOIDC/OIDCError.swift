@@ -72,6 +72,9 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Codes that mean "try again later" although they come in a 4xx body.
     static let transientCodes: Set<String> = ["temporarily_unavailable", "server_error", "slow_down"]
 
+    /// UserInfo answered about another subject than the ID token's (OIDC Core §5.3.2).
+    public static let userInfoSubjectMismatch = OIDCError(.invalidResponse("userinfo is about another subject"))
+
     public var description: String {
         switch kind {
         case .grantRejected(let code): "identity provider rejected the grant (\(code))"

@@ -66,8 +66,28 @@ extension OpenIDProvider {
         guard let claims = JSONValue(parsing: response.body)?.objectValue else {
             throw OIDCError(.invalidResponse("userinfo is not a JSON object"))
         }
-        guard claims["sub"]?.stringValue == subject else { throw OIDCError(.invalidResponse("userinfo is about another subject")) }
+        guard claims["sub"]?.stringValue == subject else { throw OIDCError.userInfoSubjectMismatch }
         return claims
+    }
+
+    /// Display claims the ID token lacks, from UserInfo, as the provider's `userinfo` setting
+    /// says: nil when it was not asked or could not answer (the login goes on with the ID
+    /// token's); throws ``OIDCError/userInfoSubjectMismatch`` when it names someone else.
+    public func userInfoClaims(accessToken: String, idToken: IDToken, policy: String?) async throws(OIDCError) -> [String: JSONValue]? {
+        let shown = ["name", "email", "preferred_username"]
+        switch configuration.userInfo {
+        case .never: return nil
+        case .auto where shown.contains(where: { idToken.claims[$0] != nil }): return nil
+        case .auto, .always: break
+        }
+        guard (try? await metadata(policy: configuration.profile.resolvedPolicy(policy)))?.userinfoEndpoint != nil else { return nil }
+        do {
+            return try await userInfo(accessToken: accessToken, subject: idToken.subject, policy: policy)
+        } catch  where error == .userInfoSubjectMismatch {
+            throw error
+        } catch {
+            return nil
+        }
     }
 
     /// A token-endpoint request with client authentication; the parsed success or the

@@ -31,6 +31,18 @@ public struct ProviderConfiguration: Sendable {
     public var jwksRefetchInterval: Duration = .seconds(60)
     /// Extra parameters of every authorization request (never overriding the protocol's own).
     public var extraAuthorizationParameters: [(name: String, value: String)] = []
+    /// When a login asks UserInfo for display claims.
+    public var userInfo: UserInfoUse = .auto
+
+    /// When a login asks the provider's UserInfo endpoint for display claims.
+    public enum UserInfoUse: String, Sendable, Hashable, CaseIterable {
+        /// When the provider has an endpoint and the ID token carries none of `name`, `email`
+        /// and `preferred_username`.
+        case auto
+        /// Whenever the provider has an endpoint.
+        case always
+        case never
+    }
 
     public init(
         name: String,

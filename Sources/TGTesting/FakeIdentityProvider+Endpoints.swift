@@ -128,6 +128,7 @@ struct FakeEndpoints: Sendable {
             )
         }
         var claims: [String: Any] = [:]
+        for (name, value) in settings.userInfoOnlyClaims { claims[name] = value }
         for (name, value) in settings.extraClaims { claims[name] = value }
         claims["sub"] = settings.userInfoSubject ?? grant.subject
         return Self.json(claims)

@@ -49,6 +49,9 @@ extension FakeIdentityProvider {
         /// them). They never replace a claim the fake sets itself; use
         /// ``TokenMisbehaviour/idTokenClaims(_:)`` for that.
         public var extraClaims: [String: any Sendable] = [:]
+        /// Claims only `/userinfo` answers with, never the ID token (LemonLDAP::NG puts `name`
+        /// and `email` there by default); `extraClaims` win over them.
+        public var userInfoOnlyClaims: [String: any Sendable] = [:]
         /// The `iss` parameter of authorization responses (RFC 9207).
         public var authorizationResponseIssuer: AuthorizationResponseIssuer = .issuer
         /// When set, `/authorize` redirects with this error (and the request's `state`) instead of

@@ -104,6 +104,8 @@ extension TokenGateConfiguration.Provider {
             scopes: scopes
         )
         configuration.responseMode = responseMode == .formPost ? .formPost : .query
+        // Entra's UserInfo lives on Graph and wants a Graph token: not asked unless configured.
+        configuration.userInfo = ProviderConfiguration.UserInfoUse(rawValue: (userInfo ?? (kind == .entra ? .never : .auto)).rawValue) ?? .auto
         configuration.clockSkew = .seconds(clockSkewSeconds)
         configuration.extraAuthorizationParameters = authorizeParameters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         return configuration

@@ -235,6 +235,13 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var authorizeParameters: [String: String]
         public var endpoints: Endpoints?
         public var clockSkewSeconds: Int
+        /// When a login asks UserInfo for display claims: `auto` (default; `never` for Entra,
+        /// whose UserInfo is on Graph), `always`, `never`.
+        public var userInfo: UserInfoUse?
+
+        public enum UserInfoUse: String, Sendable, Codable, CaseIterable {
+            case auto, always, never
+        }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case name, kind, issuer, scopes, tenant, policies, authority, endpoints
@@ -247,6 +254,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case responseMode = "response_mode"
             case authorizeParameters = "authorize_parameters"
             case clockSkewSeconds = "clock_skew_seconds"
+            case userInfo = "userinfo"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -274,6 +282,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             authorizeParameters = try c.value(.authorizeParameters, default: [:])
             endpoints = try c.decodeIfPresent(Endpoints.self, forKey: .endpoints)
             clockSkewSeconds = try c.value(.clockSkewSeconds, default: 60)
+            userInfo = try c.decodeIfPresent(UserInfoUse.self, forKey: .userInfo)
         }
     }
 
