@@ -75,8 +75,10 @@ actor MetadataCache {
 }
 
 /// A provider's signing keys, imported once per fetch. An unknown `kid` refetches the set (keys
-/// rotate) at most once per interval, whether the previous attempt worked or not; concurrent
-/// lookups share one fetch.
+/// rotate) at most once per interval, whether the previous attempt worked or not; a set older
+/// than its maximum age is refetched on the next use (so a key the provider stopped publishing
+/// stops being accepted), keeping the old keys when that fails; concurrent lookups share one
+/// fetch.
 actor JWKSCache {
     /// A published key and its imported form (keys that do not import are dropped).
     struct Key: Sendable {
@@ -86,6 +88,8 @@ actor JWKSCache {
 
     private var keys: [Key] = []
     private var lastAttempt: Date?
+    /// When `keys` were fetched.
+    private var fetchedAt: Date?
     private var fetches = SingleFlight<Int, JWKSet>()
 
     /// The keys that may have signed a token with `keyID` (every signing key when it names none).
@@ -93,11 +97,13 @@ actor JWKSCache {
         keyID: String?,
         now: Date,
         refetchInterval: Duration,
+        maxAge: Duration,
         fetch: @escaping @Sendable () async throws(OIDCError) -> JWKSet
     ) async throws(OIDCError) -> [PublicKey] {
         let known = Self.match(keys, keyID)
-        if !known.isEmpty { return known }
-        if let lastAttempt, now.timeIntervalSince(lastAttempt) < refetchInterval.seconds { return [] }
+        let fresh = fetchedAt.map { now.timeIntervalSince($0) < maxAge.seconds } ?? false
+        if !known.isEmpty, fresh { return known }
+        if let lastAttempt, now.timeIntervalSince(lastAttempt) < refetchInterval.seconds { return known }
         lastAttempt = now
         let task = fetches.task(for: 0, start: fetch)
         do {
@@ -106,9 +112,12 @@ actor JWKSCache {
             keys = set.keys.filter { $0.use == nil || $0.use == "sig" }.compactMap { jwk in
                 (try? PublicKey(jwk: jwk)).map { Key(jwk: jwk, publicKey: $0) }
             }
+            fetchedAt = now
             return Self.match(keys, keyID)
         } catch {
             fetches.finished(task, for: 0)
+            // A scheduled refetch that failed keeps serving the keys it has.
+            if !known.isEmpty { return known }
             throw oidcError(error)
         }
     }

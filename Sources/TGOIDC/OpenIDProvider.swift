@@ -150,7 +150,8 @@ public final class OpenIDProvider: Sendable {
             now: now
         )
         return try await IDTokenValidator.validate(raw, expecting: expectations) { [self] (keyID: String?) throws(OIDCError) in
-            try await cache.candidates(keyID: keyID, now: now, refetchInterval: interval) { () throws(OIDCError) in
+            try await cache.candidates(keyID: keyID, now: now, refetchInterval: interval, maxAge: configuration.jwksMaxAge) {
+                () throws(OIDCError) in
                 let body = try await self.get(jwksURI, what: "JWKS")
                 guard let set = try? JWKSet(json: body) else { throw OIDCError(.invalidResponse("JWKS is not a key set")) }
                 return set

@@ -29,6 +29,9 @@ public struct ProviderConfiguration: Sendable {
     /// An unknown `kid` refetches the JWKS at most this often (a forged `kid` cannot make
     /// TokenGate hammer the provider).
     public var jwksRefetchInterval: Duration = .seconds(60)
+    /// A key set older than this is fetched again on its next use, so keys the provider stopped
+    /// publishing stop being accepted.
+    public var jwksMaxAge: Duration = .seconds(24 * 3600)
     /// Extra parameters of every authorization request (never overriding the protocol's own).
     public var extraAuthorizationParameters: [(name: String, value: String)] = []
     /// When a login asks UserInfo for display claims.
