@@ -7,13 +7,14 @@ DEV_PG_PORT ?= 54329
 TEST_PG_PORT ?= 54339
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 
-.PHONY: help deps build release test test-sanitized lint dev bench clean
+.PHONY: help deps build release test test-sanitized fuzz lint dev bench clean
 
 help:
 	@echo "make dev    build and run TokenGate on 127.0.0.1:8080 with PostgreSQL, a development provider and a sample API"
 	@echo "make test   lint, build and run every test against a throwaway PostgreSQL"
 	@echo "make bench  release build + wrk against TokenGate and nginx (see bench/)"
 	@echo "make test-sanitized [SANITIZER=address|thread]  every test under a sanitizer (own build folder, minutes)"
+	@echo "make fuzz [FUZZ_SECONDS=30]  every parser of outside input under libFuzzer + AddressSanitizer"
 
 deps:
 	@scripts/deps.sh
@@ -53,6 +54,13 @@ test-sanitized: deps
 	  url=$$(scripts/pg.sh start "$$dir/pg" $(TEST_PG_PORT)); \
 	  TOKENGATE_TEST_DATABASE_URL="$$url" ASAN_OPTIONS=detect_leaks=0 \
 	    timeout 1800 swift test --sanitize=$(SANITIZER) --scratch-path .build-$(SANITIZER) --no-parallel
+
+# libFuzzer targets, one per parser of outside input (forms and queries, JWS, token responses,
+# proxy paths): each replays its seed corpus (fuzz/corpus/), then fuzzes for FUZZ_SECONDS with
+# AddressSanitizer in its own build folder (.build-fuzz); a crash fails (scripts/fuzz.sh).
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # PostgreSQL (under .data/), the development OpenID provider, a sample API and TokenGate, with
 # the curl walkthrough printed; Ctrl-C stops everything (scripts/dev.sh).

@@ -137,6 +137,35 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // Fuzz targets (make fuzz, docs/testing.md): one per parser of outside input. Built
+        // normally they replay their seed corpus (fuzz/corpus/<name>); with
+        // `-sanitize=fuzzer,address -DFUZZING` they are libFuzzer binaries.
+        .target(name: "TGFuzzing", path: "Sources/Fuzz/Support", swiftSettings: strictSettings),
+        .executableTarget(
+            name: "tokengate-fuzz-form",
+            dependencies: ["TGFuzzing", "TGHTTPServer"],
+            path: "Sources/Fuzz/Form",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "tokengate-fuzz-jws",
+            dependencies: ["TGFuzzing", "TGCrypto", "TGOIDC"],
+            path: "Sources/Fuzz/JWS",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "tokengate-fuzz-token-response",
+            dependencies: ["TGFuzzing", "TGOIDC"],
+            path: "Sources/Fuzz/TokenResponse",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "tokengate-fuzz-proxy-path",
+            dependencies: ["TGFuzzing", "TGApp"],
+            path: "Sources/Fuzz/ProxyPath",
+            swiftSettings: strictSettings
+        ),
+
         // Test support: test database, helpers shared by the suites.
         .target(
             name: "TGTesting",

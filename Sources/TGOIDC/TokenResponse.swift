@@ -14,7 +14,7 @@ public struct TokenResponse: Sendable, Hashable {
     public var scopes: [String]?
 
     /// Parses a 200 body. `receivedAt` anchors the relative lifetimes.
-    init(json bytes: [UInt8], receivedAt: Date) throws(OIDCError) {
+    public init(json bytes: [UInt8], receivedAt: Date) throws(OIDCError) {
         guard let body = JSONValue(parsing: bytes)?.objectValue else {
             throw OIDCError(.invalidResponse("token response is not a JSON object"))
         }

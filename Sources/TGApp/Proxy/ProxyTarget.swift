@@ -87,3 +87,11 @@ struct ProxyTarget: Equatable {
         return trimmed + rawPath + "?" + query
     }
 }
+
+/// The proxy's path check as a pure function (for the fuzz target in `Sources/Fuzz/ProxyPath`):
+/// the path once decoded, or nil when `/api/{name}/<rest>` would be refused as `invalid_path`.
+public enum ProxyPathCheck {
+    public static func decodedPath(_ rest: String) -> String? {
+        try? ProxyTarget(rest: rest).decodedPath
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// What every fuzz target shares (`make fuzz`, docs/testing.md). A target is built twice:
+/// normally, as a program that replays its committed seed corpus (`fuzz/corpus/<name>/`) through
+/// its check, and with `-sanitize=fuzzer,address -DFUZZING`, as a libFuzzer binary whose
+/// `LLVMFuzzerTestOneInput` runs the same check. A check fails with `precondition`, which the
+/// fuzzer reports as a crash.
+public enum Fuzzing {
+    /// The input libFuzzer hands over, as bytes.
+    public static func bytes(_ data: UnsafePointer<UInt8>?, _ size: Int) -> [UInt8] {
+        guard let data, size > 0 else { return [] }
+        return Array(UnsafeBufferPointer(start: data, count: size))
+    }
+
+    /// Runs `check` over every file of the corpus directory (the first argument, else
+    /// `fuzz/corpus/<name>` below the working directory); exits 1 when there is none.
+    public static func replay(_ name: String, _ check: ([UInt8]) -> Void) {
+        let arguments = CommandLine.arguments.dropFirst()
+        let directory = arguments.first ?? "fuzz/corpus/\(name)"
+        guard let files = try? FileManager.default.contentsOfDirectory(atPath: directory), !files.isEmpty else {
+            FileHandle.standardError.write(Data("no corpus at \(directory)\n".utf8))
+            exit(1)
+        }
+        for file in files.sorted() {
+            guard let data = FileManager.default.contents(atPath: directory + "/" + file) else { continue }
+            check(Array(data))
+        }
+        print("\(name): \(files.count) corpus inputs checked")
+    }
+
+    #if FUZZING
+    /// libFuzzer's driver, started from the program's own entry point (SwiftPM names it
+    /// `<module>_main`), with the target's `LLVMFuzzerTestOneInput`.
+    @_silgen_name("LLVMFuzzerRunDriver")
+    static func runDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+    ) -> CInt
+
+    public static func main(
+        _ argc: CInt,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
+        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+    ) -> CInt {
+        var argc = argc
+        var argv = argv
+        return runDriver(&argc, &argv, callback)
+    }
+    #endif
+}
