@@ -8,27 +8,18 @@ import Testing
 @Suite struct TransactionCancellationTests {
     /// Cancelled while its body waits on something else (the network, a sleep), holding a row lock.
     @Test func aTransactionCancelledBetweenStatementsRollsBackAndReleasesItsLocks() async throws {
-        try await TestDatabase.withFreshDatabase(maxConnections: 1) { client, url async throws in
-            try await client.query("CREATE TABLE grants (id int PRIMARY KEY, version int NOT NULL)")
-            try await client.query("INSERT INTO grants VALUES (1, 0)")
-            let locked = AsyncStream<Void>.makeStream()
-            let task = Task {
-                try await client.withTransaction { connection in
-                    try await connection.query("SELECT version FROM grants WHERE id = 1 FOR UPDATE")
-                    try await connection.query("UPDATE grants SET version = 99 WHERE id = 1")
-                    locked.continuation.yield()
-                    try await Task.sleep(for: .seconds(30))  // a provider that does not answer
-                }
-            }
-            for await _ in locked.stream { break }
-            task.cancel()
-            _ = await task.result
-            try await expectCleanAfterCancellation(client, url: url)
-        }
+        try await cancelHoldingALock(settle: .zero) { _ in try await Task.sleep(for: .seconds(30)) }  // a provider that does not answer
     }
 
     /// Cancelled while a statement of the transaction runs on the server.
     @Test func aTransactionCancelledDuringAStatementRollsBackAndReleasesItsLocks() async throws {
+        // 100 ms: pg_sleep has started on the server.
+        try await cancelHoldingALock(settle: .milliseconds(100)) { connection in try await connection.query("SELECT pg_sleep(30)") }
+    }
+
+    /// A transaction that locks and updates a row, then runs `rest`; cancelled once the lock is
+    /// held (and `settle` later). Afterwards everything must be as if it never ran.
+    private func cancelHoldingALock(settle: Duration, _ rest: @escaping @Sendable (PostgresConnection) async throws -> Void) async throws {
         try await TestDatabase.withFreshDatabase(maxConnections: 1) { client, url async throws in
             try await client.query("CREATE TABLE grants (id int PRIMARY KEY, version int NOT NULL)")
             try await client.query("INSERT INTO grants VALUES (1, 0)")
@@ -38,11 +29,11 @@ import Testing
                     try await connection.query("SELECT version FROM grants WHERE id = 1 FOR UPDATE")
                     try await connection.query("UPDATE grants SET version = 99 WHERE id = 1")
                     locked.continuation.yield()
-                    try await connection.query("SELECT pg_sleep(30)")
+                    try await rest(connection)
                 }
             }
             for await _ in locked.stream { break }
-            try await Task.sleep(for: .milliseconds(100))  // let pg_sleep start on the server
+            if settle > .zero { try await Task.sleep(for: settle) }
             task.cancel()
             _ = await task.result
             try await expectCleanAfterCancellation(client, url: url)

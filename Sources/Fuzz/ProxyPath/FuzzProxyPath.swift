@@ -18,18 +18,8 @@ func check(_ input: [UInt8]) {
 }
 
 #if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    check(Fuzzing.bytes(data, size))
-    return 0
-}
-
 @_cdecl("tokengate_fuzz_proxy_path_main")
-func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    Fuzzing.main(argc, argv, fuzzOne)
-}
+func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt { Fuzzing.main(argc, argv, check) }
 #else
-@main struct Replay {
-    static func main() { Fuzzing.replay("proxy-path", check) }
-}
+@main struct Replay { static func main() { Fuzzing.replay("proxy-path", check) } }
 #endif

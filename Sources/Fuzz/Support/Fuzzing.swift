@@ -29,8 +29,12 @@ public enum Fuzzing {
     }
 
     #if FUZZING
+    /// The target's check, set by ``main(_:_:_:)`` before libFuzzer starts calling.
+    // Invariant: written once, before the driver starts; libFuzzer then only reads it, from one thread.
+    nonisolated(unsafe) static var check: ([UInt8]) -> Void = { _ in }
+
     /// libFuzzer's driver, started from the program's own entry point (SwiftPM names it
-    /// `<module>_main`), with the target's `LLVMFuzzerTestOneInput`.
+    /// `<module>_main`), feeding `check`.
     @_silgen_name("LLVMFuzzerRunDriver")
     static func runDriver(
         _ argc: UnsafeMutablePointer<CInt>,
@@ -41,11 +45,21 @@ public enum Fuzzing {
     public static func main(
         _ argc: CInt,
         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
-        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+        _ check: @escaping ([UInt8]) -> Void
     ) -> CInt {
+        self.check = check
         var argc = argc
         var argv = argv
-        return runDriver(&argc, &argv, callback)
+        return runDriver(&argc, &argv, fuzzOne)
     }
     #endif
 }
+
+#if FUZZING
+/// libFuzzer's entry for one input (its own `main` would look for this symbol too).
+@_cdecl("LLVMFuzzerTestOneInput")
+func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    Fuzzing.check(Fuzzing.bytes(data, size))
+    return 0
+}
+#endif
