@@ -3,11 +3,15 @@
 #
 #   bench/proxy.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS] [BURST]
 #
-# Starts a throwaway PostgreSQL, oidc-provider-mock, nginx and a release `tokengate serve`, logs in
-# once through the provider (scripts/mock_login.py), then:
+# Starts a throwaway PostgreSQL, oidc-provider-mock, nginx, the C floor (bench/floor/proxy_floor.c:
+# the one-loop design of issue 15 without TokenGate's logic) and a release `tokengate serve`, logs
+# in once through the provider (scripts/mock_login.py), then:
 #   1. cached   GET /api/bench/hello through TokenGate (session and upstream token in memory) vs
-#               nginx `proxy_pass` with a static Authorization header to the same nginx upstream;
-#               wrk -t2 -cCONNECTIONS, alternating ROUNDS times, medians; ratios of req/s and p99.
+#               nginx `proxy_pass` and vs the C floor, both with a static Authorization header, all
+#               to the same nginx upstream; wrk -t2 -cCONNECTIONS, alternating ROUNDS times,
+#               medians; ratios of req/s and p99 to nginx, and CPU time per request (user + system
+#               of the process over the run, divided by the requests wrk counted) of TokenGate and
+#               of the floor (nginx's would include its upstream, which serves all three).
 #   2. burst    BURST (default 10000) requests at once through TokenGate to an upstream that answers
 #               after 1 s (tokengate-bench-server /sleep): successes, time, TokenGate's thread count
 #               before and after, and its peak resident memory (VmHWM).
@@ -25,6 +29,7 @@ EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
 ulimit -n "$(ulimit -Hn)"
 
 swift build -c release --product tokengate >/dev/null
+cc -O2 -o "${TMPDIR:-/tmp}/tokengate-proxy-floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread
 swift build -c release --product tokengate-bench-server >/dev/null
 bindir=$(swift build -c release --show-bin-path)
 
@@ -40,7 +45,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-NGINX_PORT=18180 UPSTREAM_PORT=18181 SLOW_PORT=18182 TG_PORT=18190 MOCK_PORT=18191
+NGINX_PORT=18180 UPSTREAM_PORT=18181 SLOW_PORT=18182 FLOOR_PORT=18183 TG_PORT=18190 MOCK_PORT=18191
 wait_for() { for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "bench: $1 did not come up" >&2; exit 1; }
 
 admin_url=$(scripts/pg.sh start "$work/pg" 25432)
@@ -49,6 +54,11 @@ psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail 
 database_url=${admin_url%/*}/bench
 
 reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { proxy_pass http://backend; $PROXY_TO_BACKEND }"
+# The floor runs one loop per core (FLOOR_LOOPS), as nginx runs one worker per core.
+floor_loops=${FLOOR_LOOPS:-$(nproc)}
+"${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$floor_loops" >"$work/floor.log" 2>&1 &
+floor_pid=$!
+pids+=($floor_pid)
 "$bindir/tokengate-bench-server" $SLOW_PORT >"$work/slow.log" 2>&1 &
 pids+=($!)
 python3 -W ignore -m oidc_provider_mock -H 127.0.0.1 -p $MOCK_PORT >"$work/provider.log" 2>&1 &
@@ -80,19 +90,39 @@ for upstream in bench slow; do
 done
 
 
-: >"$work/t" && : >"$work/n"
+: >"$work/t" && : >"$work/n" && : >"$work/f"
 errors=""
+# cpu PID: user + system clock ticks the process has used so far.
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+ticks=$(getconf CLK_TCK)
+# per_request_us PID COMMAND...: runs wrk (COMMAND) and prints "req/s p99_ms cpu_us_per_request errors".
+per_request_us() {
+    local pid=$1 before after rps p50 p99 err
+    shift
+    before=$(cpu "$pid")
+    read -r rps p50 p99 err <<<"$("$@")"
+    after=$(cpu "$pid")
+    awk -v r="$rps" -v p="$(ms "$p99")" -v b="$before" -v a="$after" -v t="$ticks" -v d="$duration" -v e="$err" \
+        'BEGIN { printf "%s %s %.2f %s\n", r, p, (a - b) / t * 1e6 / (r * d), e }'
+}
 for _ in $(seq "$rounds"); do
     read -r n_rps _ n_p99 _ <<<"$(wrk_run "http://127.0.0.1:$NGINX_PORT/hello" -H "Authorization: Bearer $token")"
     echo "$n_rps $(ms "$n_p99")" >>"$work/n"
-    read -r t_rps _ t_p99 t_err <<<"$(wrk_run "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token")"
-    echo "$t_rps $(ms "$t_p99")" >>"$work/t"
+    per_request_us "$floor_pid" wrk_run "http://127.0.0.1:$FLOOR_PORT/hello" >>"$work/f"
+    read -r t_rps t_p99 t_cpu t_err <<<"$(per_request_us "$tg_pid" wrk_run "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token")"
+    echo "$t_rps $t_p99 $t_cpu" >>"$work/t"
     [ "$t_err" = none ] || errors="$t_err"
 done
-t_rps=$(col "$work/t" 1) t_p99=$(col "$work/t" 2) n_rps=$(col "$work/n" 1) n_p99=$(col "$work/n" 2)
-printf '%-8s %10s %8s %11s %8s %7s %7s  %s\n' case tg_req/s p99_ms nginx_req/s p99_ms rps_x p99_x errors
-printf '%-8s %10.0f %8.3f %11.0f %8.3f %7.2f %7.2f  %s\n' cached "$t_rps" "$t_p99" "$n_rps" "$n_p99" \
-    "$(awk -v a="$t_rps" -v b="$n_rps" 'BEGIN{print a/b}')" "$(awk -v a="$t_p99" -v b="$n_p99" 'BEGIN{print a/b}')" "${errors:-none}"
+t_rps=$(col "$work/t" 1) t_p99=$(col "$work/t" 2) t_cpu=$(col "$work/t" 3) n_rps=$(col "$work/n" 1) n_p99=$(col "$work/n" 2)
+f_rps=$(col "$work/f" 1) f_p99=$(col "$work/f" 2) f_cpu=$(col "$work/f" 3)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+echo "loops: tokengate as configured (today: libmicrohttpd threads + a curl thread per API); C floor $floor_loops; nginx worker_processes auto ($(nproc) cores). Medians of $rounds rounds of ${duration}s, wrk -t2 -c$connections."
+printf '%-8s %10s %8s %10s %8s %7s %7s  %s\n' target req/s p99_ms cpu_us/req rps_x p99_x cpu_x errors
+printf '%-8s %10.0f %8.3f %10s %8s %7s %7s  %s\n' nginx "$n_rps" "$n_p99" - 1.00 1.00 - -
+printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' floor "$f_rps" "$f_p99" "$f_cpu" "$(ratio "$f_rps" "$n_rps")" "$(ratio "$f_p99" "$n_p99")" 1.00 -
+printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' cached "$t_rps" "$t_p99" "$t_cpu" "$(ratio "$t_rps" "$n_rps")" "$(ratio "$t_p99" "$n_p99")" \
+    "$(ratio "$t_cpu" "$f_cpu")" "${errors:-none}"
+echo "spread (min-max of $rounds rounds): tokengate req/s $(sort -g -k1 "$work/t" | awk 'NR==1{a=$1} END{print a"-"$1}'), floor req/s $(sort -g -k1 "$work/f" | awk 'NR==1{a=$1} END{print a"-"$1}'), nginx req/s $(sort -g -k1 "$work/n" | awk 'NR==1{a=$1} END{print a"-"$1}')"
 
 threads() { awk '/^Threads:/ {print $2}' "/proc/$tg_pid/status"; }
 before=$(threads)

@@ -90,7 +90,7 @@ import Yams
         let unit = try Self.text("systemd/tokengate.service")
         let lines = Set(unit.split(separator: "\n").map(String.init))
         for required in [
-            "User=tokengate", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "KillSignal=SIGTERM",
+            "User=tokengate", "LimitCORE=0", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "KillSignal=SIGTERM",
             "CapabilityBoundingSet=", "ExecStart=/usr/local/bin/tokengate serve --config /etc/tokengate/tokengate.yaml",
             "ExecStartPre=/usr/local/bin/tokengate migrate --config /etc/tokengate/tokengate.yaml",
         ] {

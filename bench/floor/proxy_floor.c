@@ -1,0 +1,250 @@
+/*
+ * The floor of TokenGate's proxy hop on this stack (issue 15's design, done minimally in C):
+ * one event loop per thread, each with its own epoll set holding a libmicrohttpd daemon in
+ * external mode (MHD_USE_EPOLL, its epoll fd nested in the loop's) and a libcurl multi handle
+ * driven by curl_multi_socket_action on the same epoll set, a timerfd for curl's timeouts and
+ * MHD's. A request is suspended while libcurl fetches UPSTREAM/<path> with a fixed bearer token,
+ * and resumed on the loop thread with the upstream's status and body. No authentication, no
+ * cache, no logging: what is left is the cost of the design itself.
+ *
+ *   proxy_floor PORT UPSTREAM_BASE [LOOPS]     e.g. proxy_floor 18183 http://127.0.0.1:18181 1
+ *
+ * Built and run by bench/proxy.sh (cc -O2 ... -lmicrohttpd -lcurl -lpthread). Not shipped.
+ */
+#define _GNU_SOURCE
+#include <curl/curl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#define TAG_MHD UINT64_MAX
+#define TAG_TIMER (UINT64_MAX - 1)
+
+static const char *upstream_base;
+static unsigned short port;
+
+struct loop {
+    int epoll_fd;
+    int timer_fd;
+    struct MHD_Daemon *daemon;
+    CURLM *multi;
+    CURL *free_handles[256];
+    int free_count;
+    struct curl_slist *headers;
+};
+
+struct request {
+    struct MHD_Connection *connection;
+    struct loop *loop;
+    char *body;
+    size_t length;
+    size_t capacity;
+    long status;
+    int started;
+    int done;
+};
+
+static size_t on_body(char *data, size_t size, size_t count, void *user) {
+    struct request *request = user;
+    size_t bytes = size * count;
+    if (request->length + bytes > request->capacity) {
+        request->capacity = (request->length + bytes) * 2;
+        request->body = realloc(request->body, request->capacity);
+    }
+    memcpy(request->body + request->length, data, bytes);
+    request->length += bytes;
+    return bytes;
+}
+
+/* libcurl tells which sockets to watch: they go into the loop's epoll set. */
+static int on_socket(CURL *easy, curl_socket_t socket, int what, void *user, void *socket_data) {
+    (void)easy;
+    struct loop *loop = user;
+    struct epoll_event event = {.data.u64 = (uint64_t)socket};
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(loop->epoll_fd, EPOLL_CTL_DEL, socket, NULL);
+        return 0;
+    }
+    event.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+    if (socket_data == NULL) {
+        epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, socket, &event);
+        curl_multi_assign(loop->multi, socket, (void *)1);
+    } else {
+        epoll_ctl(loop->epoll_fd, EPOLL_CTL_MOD, socket, &event);
+    }
+    return 0;
+}
+
+/* libcurl's next deadline: the loop's timerfd (MHD's timeout bounds epoll_wait instead). */
+static int on_timer(CURLM *multi, long timeout_ms, void *user) {
+    (void)multi;
+    struct loop *loop = user;
+    struct itimerspec spec = {0};
+    if (timeout_ms == 0) {
+        spec.it_value.tv_nsec = 1;
+    } else if (timeout_ms > 0) {
+        spec.it_value.tv_sec = timeout_ms / 1000;
+        spec.it_value.tv_nsec = (timeout_ms % 1000) * 1000000;
+    }
+    timerfd_settime(loop->timer_fd, 0, &spec, NULL);
+    return 0;
+}
+
+static CURL *easy_handle(struct loop *loop) {
+    if (loop->free_count > 0) return loop->free_handles[--loop->free_count];
+    CURL *easy = curl_easy_init();
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, loop->headers);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
+    return easy;
+}
+
+/* Finished transfers: their requests are resumed, on this thread; MHD_run follows at once. */
+static void harvest(struct loop *loop) {
+    CURLMsg *message;
+    int left;
+    while ((message = curl_multi_info_read(loop->multi, &left))) {
+        if (message->msg != CURLMSG_DONE) continue;
+        CURL *easy = message->easy_handle;
+        struct request *request;
+        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&request);
+        if (message->data.result == CURLE_OK) {
+            curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &request->status);
+        } else {
+            request->status = 502;
+        }
+        curl_multi_remove_handle(loop->multi, easy);
+        if (loop->free_count < 256) loop->free_handles[loop->free_count++] = easy;
+        else curl_easy_cleanup(easy);
+        request->done = 1;
+        MHD_resume_connection(request->connection);
+    }
+}
+
+static enum MHD_Result on_request(void *user, struct MHD_Connection *connection, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **state) {
+    (void)method, (void)version, (void)upload;
+    struct loop *loop = user;
+    struct request *request = *state;
+    if (request == NULL) {
+        request = calloc(1, sizeof *request);
+        request->connection = connection;
+        request->loop = loop;
+        *state = request;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (request->done) {
+        struct MHD_Response *response =
+            MHD_create_response_from_buffer(request->length, request->body, MHD_RESPMEM_MUST_FREE);
+        request->body = NULL;
+        MHD_add_response_header(response, "Content-Type", "application/json");
+        enum MHD_Result queued = MHD_queue_response(connection, (unsigned int)request->status, response);
+        MHD_destroy_response(response);
+        return queued;
+    }
+    if (request->started) return MHD_YES;
+    request->started = 1;
+    char target[2048];
+    snprintf(target, sizeof target, "%s%s", upstream_base, url);
+    CURL *easy = easy_handle(loop);
+    curl_easy_setopt(easy, CURLOPT_URL, target);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, request);
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, request);
+    MHD_suspend_connection(connection);
+    curl_multi_add_handle(loop->multi, easy);
+    return MHD_YES;
+}
+
+static void on_completed(void *user, struct MHD_Connection *connection, void **state, enum MHD_RequestTerminationCode code) {
+    (void)user, (void)connection, (void)code;
+    struct request *request = *state;
+    if (request == NULL) return;
+    free(request->body);
+    free(request);
+    *state = NULL;
+}
+
+static void *run_loop(void *unused) {
+    (void)unused;
+    struct loop *loop = calloc(1, sizeof *loop);
+    loop->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    loop->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    loop->headers = curl_slist_append(NULL, "Authorization: Bearer upstream-token");
+    loop->multi = curl_multi_init();
+    curl_multi_setopt(loop->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(loop->multi, CURLMOPT_SOCKETDATA, loop);
+    curl_multi_setopt(loop->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(loop->multi, CURLMOPT_TIMERDATA, loop);
+    curl_multi_setopt(loop->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 256L);
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(0x7F000001)};
+    loop->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, port, NULL, NULL, on_request, loop,
+                                    MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+                                    MHD_OPTION_CONNECTION_LIMIT, 20000u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, loop,
+                                    MHD_OPTION_END);
+    if (loop->daemon == NULL) {
+        fprintf(stderr, "proxy_floor: cannot listen on 127.0.0.1:%u\n", port);
+        exit(1);
+    }
+    int mhd_epoll = MHD_get_daemon_info(loop->daemon, MHD_DAEMON_INFO_EPOLL_FD)->epoll_fd;
+    struct epoll_event event = {.events = EPOLLIN, .data.u64 = TAG_MHD};
+    epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, mhd_epoll, &event);
+    event.data.u64 = TAG_TIMER;
+    epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, loop->timer_fd, &event);
+    struct epoll_event events[128];
+    for (;;) {
+        MHD_UNSIGNED_LONG_LONG mhd_timeout;
+        int timeout = -1;
+        if (MHD_get_timeout(loop->daemon, &mhd_timeout) == MHD_YES) timeout = mhd_timeout > 1000 ? 1000 : (int)mhd_timeout;
+        int count = epoll_wait(loop->epoll_fd, events, 128, timeout);
+        int running;
+        for (int index = 0; index < count; index++) {
+            uint64_t tag = events[index].data.u64;
+            if (tag == TAG_MHD) continue;
+            if (tag == TAG_TIMER) {
+                uint64_t expirations;
+                (void)!read(loop->timer_fd, &expirations, sizeof expirations);
+                curl_multi_socket_action(loop->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+                continue;
+            }
+            int flags = (events[index].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+                        (events[index].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+                        (events[index].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+            curl_multi_socket_action(loop->multi, (curl_socket_t)tag, flags, &running);
+        }
+        harvest(loop);
+        /* Always: MHD's own events, and connections resumed above (else they wait for the next
+           unrelated event). New requests may start transfers: drive curl once more. */
+        MHD_run(loop->daemon);
+        harvest(loop);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: proxy_floor PORT UPSTREAM_BASE [LOOPS]\n");
+        return 2;
+    }
+    port = (unsigned short)atoi(argv[1]);
+    upstream_base = argv[2];
+    int loops = argc > 3 ? atoi(argv[3]) : 1;
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    pthread_t threads[64];
+    for (int index = 1; index < loops && index < 64; index++) pthread_create(&threads[index], NULL, run_loop, NULL);
+    run_loop(NULL);
+    return 0;
+}
