@@ -140,7 +140,8 @@ let package = Package(
         // Fuzz targets (make fuzz, docs/testing.md): one per parser of outside input. Built
         // normally they replay their seed corpus (fuzz/corpus/<name>); with
         // `-sanitize=fuzzer,address -DFUZZING` they are libFuzzer binaries.
-        .target(name: "TGFuzzing", path: "Sources/Fuzz/Support", swiftSettings: strictSettings),
+        .systemLibrary(name: "CLibFuzzer", path: "Sources/Fuzz/CLibFuzzer"),
+        .target(name: "TGFuzzing", dependencies: ["CLibFuzzer"], path: "Sources/Fuzz/Support", swiftSettings: strictSettings),
         .executableTarget(
             name: "tokengate-fuzz-form",
             dependencies: ["TGFuzzing", "TGHTTPServer"],

@@ -4,7 +4,8 @@
 # First every target replays its committed seed corpus (fuzz/corpus/<name>) in a normal build;
 # then each runs as a libFuzzer binary (own build folder .build-fuzz) starting from that corpus.
 # New inputs the fuzzer finds go to a temporary folder, not into the repository. Any crash,
-# failed check or leak fails the run; its input is kept in fuzz/findings/ and printed.
+# failed check or AddressSanitizer report fails the run (leak detection is off, as in
+# make test-sanitized); its input is kept in fuzz/findings/ and printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}

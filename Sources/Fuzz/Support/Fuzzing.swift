@@ -1,5 +1,9 @@
 import Foundation
 
+#if FUZZING
+import CLibFuzzer
+#endif
+
 /// What every fuzz target shares (`make fuzz`, docs/testing.md). A target is built twice:
 /// normally, as a program that replays its committed seed corpus (`fuzz/corpus/<name>/`) through
 /// its check, and with `-sanitize=fuzzer,address -DFUZZING`, as a libFuzzer binary whose
@@ -33,15 +37,6 @@ public enum Fuzzing {
     // Invariant: written once, before the driver starts; libFuzzer then only reads it, from one thread.
     nonisolated(unsafe) static var check: ([UInt8]) -> Void = { _ in }
 
-    /// libFuzzer's driver, started from the program's own entry point (SwiftPM names it
-    /// `<module>_main`), feeding `check`.
-    @_silgen_name("LLVMFuzzerRunDriver")
-    static func runDriver(
-        _ argc: UnsafeMutablePointer<CInt>,
-        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-    ) -> CInt
-
     public static func main(
         _ argc: CInt,
         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?,
@@ -50,7 +45,9 @@ public enum Fuzzing {
         self.check = check
         var argc = argc
         var argv = argv
-        return runDriver(&argc, &argv, fuzzOne)
+        // libFuzzer's driver (declared in Sources/Fuzz/CLibFuzzer), started from the program's
+        // own entry point, which SwiftPM names `<module>_main`.
+        return LLVMFuzzerRunDriver(&argc, &argv, fuzzOne)
     }
     #endif
 }
