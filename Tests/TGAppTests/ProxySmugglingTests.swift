@@ -23,8 +23,13 @@ import Testing
         // Encoded slashes, double and triple encoding.
         "/me%2f..%2fadmin", "/me/%2F", "/me/%252e%252e/admin", "/me/%252f", "/me/%25252e%25252e/admin", "/me/%255c", "/me/%2525",
         "/me/%253b/admin", "/me/%25%32%65",
+        // An escape after a `%` that is not one (`%%2f`, `%zz%2e`), IIS's `%u` escaped once more,
+        // and a fullwidth `％２ｅ` that NFKC turns into an escape: a second decoding makes them
+        // `%/../admin`, `..` and `.`.
+        "/me/%25%252f..%252fadmin", "/me/%25zz%252e%252e", "/me/x%25-%252e%252e", "/me/%25u002e%25u002e/admin",
+        "/me/%25U002E", "/me/%ef%bc%85%ef%bc%92%ef%bd%85",
         // Control characters and NUL.
-        "/me/%00", "/me/%0d%0aX-Injected:%201", "/me/%0a", "/me/%09", "/me/%7f",
+        "/me/%00", "/me/%0d%0aX-Injected:%201", "/me/%0a", "/me/%09", "/me/%7f", "/me/%c2%85", "/me/%c2%9f",
         // Empty segments and bad escapes.
         "/me//admin", "//admin", "/me/%zz", "/me/%", "/me/%2",
     ]
@@ -33,6 +38,8 @@ import Testing
     static let legitimate: [String] = [
         "/me", "/me/photo/$value", "/users/a.b", "/drive/root:/file.txt:/content", "/users/me..too", "/sites/x%20y",
         "/users('a%40b.example')", "/me/.hidden", "/me/a%2Bb", "/users/%C3%A9t%C3%A9",
+        // A `%` in a name that no second decoding would change.
+        "/drive/root:/100%25.txt:/content", "/drive/root:/50%25%20off.txt:/content", "/me/%25use",
     ]
 
     @Test func everyTraversalSpellingIsRefusedAndNeverReachesTheAPI() async throws {

@@ -2,8 +2,8 @@ import TGApp
 import TGFuzzing
 
 /// The proxy's path check (`/api/{name}/<this>`): never crashes, and no path it accepts holds,
-/// once decoded, a dot segment, an empty segment, a backslash, a `;`, a control character or
-/// another escape.
+/// once decoded, a dot segment, an empty segment, a backslash, a `;`, a `#`, a control character
+/// or another escape (`%` and two hex digits, or `%u` and four, anywhere in a segment).
 func check(_ input: [UInt8]) {
     let rest = String(decoding: input, as: UTF8.self)
     guard let decoded = ProxyPathCheck.decodedPath(rest) else { return }
@@ -14,7 +14,20 @@ func check(_ input: [UInt8]) {
     }
     precondition(!decoded.contains("\\") && !decoded.contains(";"), "a backslash or ; passed: \(rest)")
     precondition(!decoded.utf8.contains { $0 < 0x20 || $0 == 0x7F }, "a control character passed")
+    precondition(!decoded.contains("#"), "a # passed: \(rest)")
+    precondition(!holdsEscape(Array(decoded.utf8)), "another escape passed: \(rest)")
     precondition(ProxyPathCheck.decodedPath(rest) == decoded, "not deterministic")
+}
+
+/// Whether a second decoding would change `bytes`: `%` and two hex digits, or `%u` and four.
+func holdsEscape(_ bytes: [UInt8]) -> Bool {
+    func isHex(_ index: Int) -> Bool {
+        index < bytes.count && (bytes[index] >= 0x30 && bytes[index] <= 0x39 || bytes[index] | 0x20 >= 0x61 && bytes[index] | 0x20 <= 0x66)
+    }
+    func isU(_ index: Int) -> Bool { index < bytes.count && bytes[index] | 0x20 == UInt8(ascii: "u") }
+    return bytes.indices.contains { index in
+        bytes[index] == UInt8(ascii: "%") && (isHex(index + 1) && isHex(index + 2) || isU(index + 1) && (2...5).allSatisfy { isHex(index + $0) })
+    }
 }
 
 #if FUZZING

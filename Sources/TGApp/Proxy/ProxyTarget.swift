@@ -21,7 +21,9 @@ struct ProxyTarget: Equatable {
             let end = rest.utf8[start...].firstIndex(of: UInt8(ascii: "/")) ?? rest.utf8.endIndex
             let segment = rest.utf8[start..<end]
             guard !segment.isEmpty || end == rest.utf8.endIndex else { throw .invalidPath("empty path segment (//)") }
-            guard segment.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") }) else {
+            // Not `\` (a separator to some servers), nor `#` (where a URL parser, libcurl's
+            // included, cuts the path and the query off).
+            guard segment.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\\") && $0 != UInt8(ascii: "#") }) else {
                 throw .invalidPath("characters that must be percent-encoded, or a bad percent-encoding")
             }
             // Path parameters: Tomcat and Spring strip `;…` from a segment, so `..;` is `..`.
@@ -47,29 +49,46 @@ struct ProxyTarget: Equatable {
 
     /// One percent-encoded segment, decoded, unless it decodes to something a server could read
     /// differently: a dot segment, a slash or backslash, a `;`, a control character, another
-    /// escape (double encoding), or a Unicode look-alike that normalisation (NFKC, as some servers
+    /// escape anywhere (double encoding), or a Unicode look-alike that normalisation (NFKC, as some servers
     /// and filesystems apply) turns into one of those. Bad escapes (`%u002e`) and bytes that are
     /// not UTF-8 (overlong forms such as `%c0%ae`) are refused too.
     private static func decode(_ segment: Substring.UTF8View) throws(ProxyError) -> String {
         guard let text = FormURLEncoding.percentDecode(segment, plusAsSpace: false) else {
             throw .invalidPath("characters that must be percent-encoded, or a bad percent-encoding")
         }
-        guard !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { throw .invalidPath("a control character") }
+        // C0, DEL and C1 (U+0085 is a line break to some).
+        guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else {
+            throw .invalidPath("a control character")
+        }
         let normalised = text.utf8.allSatisfy({ $0 < 0x80 }) ? text : text.precomposedStringWithCompatibilityMapping
         guard !isDotSegment(Substring(normalised)), !normalised.contains("/"), !normalised.contains("\\"), !normalised.contains(";")
         else {
             throw .invalidPath("a dot segment, an encoded slash or a path parameter")
         }
-        if let percent = text.utf8.firstIndex(of: UInt8(ascii: "%")), Self.isHexPair(text.utf8[text.utf8.index(after: percent)...]) {
-            throw .invalidPath("double percent-encoding")
-        }
+        // Anywhere in the segment, not only after its first `%` (`%%2f` is `%/` decoded again),
+        // and in the normalised form too (`％２ｅ` is `%2e` to NFKC).
+        guard !holdsEscape(text.utf8), !holdsEscape(normalised.utf8) else { throw .invalidPath("double percent-encoding") }
         return text
     }
 
-    /// Whether `bytes` start with two hex digits (what follows a `%` in a double encoding).
-    private static func isHexPair(_ bytes: Substring.UTF8View) -> Bool {
-        let pair = bytes.prefix(2)
-        return pair.count == 2 && pair.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x66) }
+    /// Whether decoding `text` once more would change it: a `%` followed by two hex digits, or by
+    /// IIS's `u` and four.
+    private static func holdsEscape(_ text: String.UTF8View) -> Bool {
+        var rest = text[...]
+        while let percent = rest.firstIndex(of: UInt8(ascii: "%")) {
+            rest = rest[rest.index(after: percent)...]
+            if rest.prefix(2).count == 2, rest.prefix(2).allSatisfy(isHexDigit) { return true }
+            if rest.first.map({ $0 | 0x20 == UInt8(ascii: "u") }) == true, rest.dropFirst().prefix(4).count == 4,
+                rest.dropFirst().prefix(4).allSatisfy(isHexDigit)
+            {
+                return true
+            }
+        }
+        return false
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x66)
     }
 
     /// Whether a configured prefix (`/me`, `/users/`) covers the path, on segment boundaries.
