@@ -104,6 +104,10 @@ import Testing
                 ("https://elsewhere.example/x", "https://elsewhere.example/x"),
                 ("http://127.0.0.1:\(port + 1)/me", "http://127.0.0.1:\(port + 1)/me"),
                 ("http://127.0.0.1:\(port)@evil.example/me", "http://127.0.0.1:\(port)@evil.example/me"),
+                // A network-path reference names the API's host and port as well.
+                ("//127.0.0.1:\(port)/me?x=1", gateway + "/me?x=1"),
+                ("//127.0.0.1:\(port + 1)/me", "//127.0.0.1:\(port + 1)/me"),
+                ("//elsewhere.example/me", "//elsewhere.example/me"),
             ]
             for (location, expected) in cases {
                 let answer = try await h.get("/api/graph/redirect", query: [("to", location)], bearer: token)

@@ -53,6 +53,8 @@ import Testing
             }
             #expect(try await status("GET", "/api/nope/me") == (404, "unknown_upstream"))
             #expect(try await status("PATCH", "/api/graph/me") == (405, "method_not_allowed"))
+            let patch = try await curl(["-i", "-X", "PATCH", harness.baseURL + "/api/graph/me", "-H", "Authorization: Bearer \(token)"])
+            #expect(patch.header("Allow") == "GET, HEAD, POST, PUT, DELETE")
             #expect(try await status("GET", "/api/graph/admin/users") == (403, "path_not_allowed"))
             #expect(try await status("GET", "/api/graph/meeting") == (403, "path_not_allowed"))
             for path in [

@@ -25,8 +25,11 @@ struct ProxyLocation: Sendable {
     }
 
     /// TokenGate's URL for `location`, or nil when it does not point under the API's base URL.
+    /// A network-path reference (`//host:port/path`) names the API as well when its host and port
+    /// are the API's (the port defaulting to that of the API's scheme).
     func rewrite(_ location: String) -> String? {
-        guard let url = URLComponents(string: location), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(),
+        guard let url = URLComponents(string: location),
+            let scheme = url.scheme?.lowercased() ?? (location.hasPrefix("//") ? self.scheme : nil), let host = url.host?.lowercased(),
             url.user == nil, url.password == nil, scheme == self.scheme, host == self.host,
             (url.port ?? Self.defaultPort(scheme)) == port
         else { return nil }
