@@ -68,9 +68,15 @@ extension AuthService {
         do {
             let extra = try await provider.userInfoClaims(accessToken: result.tokens.accessToken, idToken: idToken, policy: login.policy)
             for (name, value) in extra ?? [:] where claims[name] == nil { claims[name] = value }
-        } catch {
+        } catch  where error == .userInfoSubjectMismatch {
             _ = try? await provider.revoke(refreshToken: refreshToken, policy: login.policy)
             return fail("server_error", "userinfo names another subject than the ID token")
+        } catch {
+            // Only display claims are at stake: the login goes on with the ID token's.
+            logger.warning(
+                "userinfo unavailable; the account keeps the ID token's claims",
+                metadata: ["provider": .string(login.provider), "reason": .string(error.description)]
+            )
         }
         let handoff = OpaqueToken.mint()
         let accessTokens = loginAccessTokens(result.tokens, provider: provider.name, now: now)

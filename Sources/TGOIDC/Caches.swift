@@ -24,6 +24,9 @@ struct SingleFlight<Key: Hashable, Value: Sendable> {
         return task
     }
 
+    /// Whether a fetch for `key` is under way.
+    func isRunning(_ key: Key) -> Bool { running[key] != nil }
+
     /// Forgets `task` once it finished (not a newer one started for the same key meanwhile).
     mutating func finished(_ task: Task<Value, any Error>, for key: Key) {
         if running[key] == task { running[key] = nil }
@@ -77,8 +80,8 @@ actor MetadataCache {
 /// A provider's signing keys, imported once per fetch. An unknown `kid` refetches the set (keys
 /// rotate) at most once per interval, whether the previous attempt worked or not; a set older
 /// than its maximum age is refetched on the next use (so a key the provider stopped publishing
-/// stops being accepted), keeping the old keys when that fails; concurrent lookups share one
-/// fetch.
+/// stops being accepted), keeping the old keys when that fails. A lookup that needs the set
+/// while a fetch runs waits for that fetch.
 actor JWKSCache {
     /// A published key and its imported form (keys that do not import are dropped).
     struct Key: Sendable {
@@ -90,7 +93,7 @@ actor JWKSCache {
     private var lastAttempt: Date?
     /// When `keys` were fetched.
     private var fetchedAt: Date?
-    private var fetches = SingleFlight<Int, JWKSet>()
+    private var fetches = SingleFlight<Int, [Key]>()
 
     /// The keys that may have signed a token with `keyID` (every signing key when it names none).
     func candidates(
@@ -103,15 +106,18 @@ actor JWKSCache {
         let known = Self.match(keys, keyID)
         let fresh = fetchedAt.map { now.timeIntervalSince($0) < maxAge.seconds } ?? false
         if !known.isEmpty, fresh { return known }
-        if let lastAttempt, now.timeIntervalSince(lastAttempt) < refetchInterval.seconds { return known }
-        lastAttempt = now
-        let task = fetches.task(for: 0, start: fetch)
-        do {
-            let set = try await task.value
-            fetches.finished(task, for: 0)
-            keys = set.keys.filter { $0.use == nil || $0.use == "sig" }.compactMap { jwk in
+        if !fetches.isRunning(0) {
+            if let lastAttempt, now.timeIntervalSince(lastAttempt) < refetchInterval.seconds { return known }
+            lastAttempt = now
+        }
+        let task = fetches.task(for: 0) { () throws(OIDCError) in
+            try await fetch().keys.filter { $0.use == nil || $0.use == "sig" }.compactMap { jwk in
                 (try? PublicKey(jwk: jwk)).map { Key(jwk: jwk, publicKey: $0) }
             }
+        }
+        do {
+            keys = try await task.value
+            fetches.finished(task, for: 0)
             fetchedAt = now
             return Self.match(keys, keyID)
         } catch {

@@ -70,9 +70,10 @@ extension OpenIDProvider {
         return claims
     }
 
-    /// Display claims the ID token lacks, from UserInfo, as the provider's `userinfo` setting
-    /// says: nil when it was not asked or could not answer (the login goes on with the ID
-    /// token's); throws ``OIDCError/userInfoSubjectMismatch`` when it names someone else.
+    /// UserInfo's claims for a login, as the provider's `userinfo` setting says: nil when it is
+    /// not asked (`never`; `auto` with an ID token that already names the user; no endpoint).
+    /// Throws ``OIDCError/userInfoSubjectMismatch`` when it names someone else, and whatever else
+    /// kept it from answering (the caller decides whether the login can do without).
     public func userInfoClaims(accessToken: String, idToken: IDToken, policy: String?) async throws(OIDCError) -> [String: JSONValue]? {
         let shown = ["name", "email", "preferred_username"]
         switch configuration.userInfo {
@@ -80,14 +81,8 @@ extension OpenIDProvider {
         case .auto where shown.contains(where: { idToken.claims[$0] != nil }): return nil
         case .auto, .always: break
         }
-        guard (try? await metadata(policy: configuration.profile.resolvedPolicy(policy)))?.userinfoEndpoint != nil else { return nil }
-        do {
-            return try await userInfo(accessToken: accessToken, subject: idToken.subject, policy: policy)
-        } catch  where error == .userInfoSubjectMismatch {
-            throw error
-        } catch {
-            return nil
-        }
+        guard try await metadata(policy: configuration.profile.resolvedPolicy(policy)).userinfoEndpoint != nil else { return nil }
+        return try await userInfo(accessToken: accessToken, subject: idToken.subject, policy: policy)
     }
 
     /// A token-endpoint request with client authentication; the parsed success or the

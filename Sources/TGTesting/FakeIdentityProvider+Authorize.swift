@@ -50,7 +50,8 @@ extension FakeEndpoints {
                 subject: query["login_hint"] ?? settings.fakeUser,
                 scope: query["scope"] ?? "",
                 nonce: query["nonce"],
-                authTime: now
+                authTime: now,
+                prompt: (query["prompt"] ?? "").split(separator: " ").map(String.init)
             )
             let grantID = state.nextGrantID
             state.nextGrantID += 1

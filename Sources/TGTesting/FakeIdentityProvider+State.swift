@@ -33,6 +33,8 @@ struct FakeGrant: Sendable {
     var scope: String
     var nonce: String?
     var authTime: Date
+    /// The `prompt` values of the authorization request.
+    var prompt: [String] = []
     var revoked = false
 }
 

@@ -179,7 +179,8 @@ extension FakeEndpoints {
             "expires_in": Int(settings.accessTokenLifetime.timeInterval),
         ]
         if !grant.scope.isEmpty { members["scope"] = grant.scope }
-        if settings.issuesRefreshTokens, newRefreshToken {
+        let offline = settings.refreshTokenPrompt.map(grant.prompt.contains) ?? true
+        if settings.issuesRefreshTokens, newRefreshToken, offline {
             let refreshToken = SecureRandom.token()
             let lifetime = settings.refreshTokenLifetime?.timeInterval
             state.refreshTokens[refreshToken] = FakeRefreshToken(grantID: grantID, expires: lifetime.map { now.addingTimeInterval($0) })

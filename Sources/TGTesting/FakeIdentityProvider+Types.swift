@@ -23,6 +23,10 @@ extension FakeIdentityProvider {
         public var authorizationCodeLifetime: Duration = .seconds(600)
         /// Whether token responses carry a `refresh_token`.
         public var issuesRefreshTokens = true
+        /// When set, only a login whose authorization request's `prompt` included this value gets
+        /// a refresh token, as providers that hold to OIDC Core §11 give offline access only with
+        /// `consent`; others get an access and ID token only.
+        public var refreshTokenPrompt: String?
         /// Whether a refresh answers with a new refresh token and kills the old one (default). When
         /// false, the same refresh token stays valid and the response carries none.
         public var rotatesRefreshTokens = true

@@ -111,6 +111,25 @@ import Testing
         #expect(built.allSatisfy { $0.redirectURI == "https://gw.example/auth/callback" })
     }
 
+    /// How long a JWKS is used before it is fetched again: a day unless configured.
+    @Test func takesTheKeySetsMaximumAgeFromTheConfiguration() throws {
+        let configuration = try load(
+            """
+              - { name: a, kind: oidc, issuer: "https://a.example", client_id: a, client_secret: s }
+              - { name: b, kind: oidc, issuer: "https://b.example", client_id: b, client_secret: s, jwks_max_age_seconds: 3600 }
+            """
+        )
+        let built = try configuration.providers.map { try $0.oidcConfiguration(callbackURL: "https://gw.example/auth/callback") }
+        #expect(built.map(\.jwksMaxAge) == [.seconds(86400), .seconds(3600)])
+        let found = problems(
+            """
+              - { name: a, kind: oidc, issuer: "https://a.example", client_id: a, client_secret: s, jwks_max_age_seconds: 59 }
+              - { name: b, kind: oidc, issuer: "https://b.example", client_id: b, client_secret: s, jwks_max_age_seconds: 604801 }
+            """
+        )
+        #expect(found.map { String($0.prefix { $0 != ":" }) } == ["providers[0].jwks_max_age_seconds", "providers[1].jwks_max_age_seconds"])
+    }
+
     @Test func loadsAPrivateKeyJWTKeyFromTheEnvironmentAndPicksItsAlgorithm() throws {
         let key = try PrivateKey.generate(.ec(.p256))
         let configuration = try load(

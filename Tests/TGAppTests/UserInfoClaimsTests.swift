@@ -24,17 +24,19 @@ import Testing
 
     /// ID-token claims win; UserInfo only fills gaps.
     @Test func theIDTokensOwnClaimsWin() async throws {
-        var settings = Self.userInfoOnly()
-        settings.extraClaims = ["name": "From The ID Token"]
-        try await AuthFlowHarness.run(settings: settings, providerOptions: ", userinfo: always") { h in
+        try await AuthFlowHarness.run(settings: Self.userInfoOnly(), providerOptions: ", userinfo: always") { h in
+            // The ID token names the user one way, UserInfo another.
+            h.fake.misbehave(.idTokenClaims(["name": "From The ID Token"]), grantType: "authorization_code")
             let tokens = try await h.logIn()
+            #expect(h.fake.requests(to: "/userinfo").count == 1)
             let me = try await h.get("/auth/me", bearer: try #require(tokens["access_token"] as? String))
             #expect(me.json["name"] as? String == "From The ID Token")
             #expect(me.json["email"] as? String == "alice@wonderland.example")
         }
     }
 
-    /// UserInfo about someone else (OIDC Core §5.3.2): the login fails and nothing is stored.
+    /// UserInfo about someone else (OIDC Core §5.3.2): the login fails, nothing is stored and the
+    /// provider's new grant is revoked.
     @Test func aUserInfoForAnotherSubjectFailsTheLoginAndStoresNothing() async throws {
         var settings = Self.userInfoOnly()
         settings.userInfoSubject = "mallory"
@@ -46,18 +48,25 @@ import Testing
             #expect(parameters["code"] == nil)
             #expect(try await h.count("SELECT count(*) AS n FROM accounts") == 0)
             #expect(try await h.count("SELECT count(*) AS n FROM upstream_grants") == 0)
+            // The grant the provider just issued is not left behind there.
+            #expect(h.fake.requests(to: "/revoke").count == 1)
         }
     }
 
-    /// UserInfo down: the login still works with the ID token's claims.
+    /// UserInfo down or answering nonsense: the login still works with the ID token's claims,
+    /// and the operator is told why the account has no name.
     @Test func aUserInfoOutageDoesNotFailTheLogin() async throws {
-        var settings = Self.userInfoOnly()
-        settings.userInfoFailure = .status(503)
-        try await AuthFlowHarness.run(settings: settings) { h in
-            let tokens = try await h.logIn()
-            let me = try await h.get("/auth/me", bearer: try #require(tokens["access_token"] as? String))
-            #expect(me.status == 200)
-            #expect(me.json["email"] == nil)
+        for failure in [FakeIdentityProvider.EndpointFailure.status(503), .malformedJSON] {
+            var settings = Self.userInfoOnly()
+            settings.userInfoFailure = failure
+            try await AuthFlowHarness.run(settings: settings) { h in
+                let tokens = try await h.logIn()
+                let me = try await h.get("/auth/me", bearer: try #require(tokens["access_token"] as? String))
+                #expect(me.status == 200)
+                #expect(me.json["email"] == nil)
+                #expect(h.fake.requests(to: "/userinfo").count == 1)
+                #expect(h.logs.lines.contains { $0.contains("userinfo unavailable") && $0.contains("warning") }, "\(h.logs.lines)")
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TGCrypto
+import TGTesting
 import Testing
 
 @testable import TGOIDC
@@ -65,5 +66,51 @@ import Testing
         provider.published.withLock { $0 = [old.publicJWK(keyID: "old"), new.publicJWK(keyID: "new")] }
         #expect(try await lookup(cache, "new", at: start.addingTimeInterval(61), provider) == 1)
         #expect(provider.fetches.withLock { $0 } == 2)
+    }
+
+    /// A token with the new `kid` that arrives while the refetch for another one runs waits for
+    /// that fetch instead of being told there is no such key (and a flood of them makes one fetch).
+    @Test func lookupsDuringARefetchWaitForItInsteadOfFailing() async throws {
+        let provider = Provider([old.publicJWK(keyID: "old")])
+        let cache = JWKSCache()
+        _ = try await lookup(cache, "old", at: start, provider)
+        provider.published.withLock { $0 = [old.publicJWK(keyID: "old"), new.publicJWK(keyID: "new")] }
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let started = Mutex(0)
+        let later = start.addingTimeInterval(120)
+        let slowLookup: @Sendable () async throws -> Int = {
+            try await cache.candidates(keyID: "new", now: later, refetchInterval: .seconds(60), maxAge: .seconds(86400)) {
+                () throws(OIDCError) in
+                started.withLock { $0 += 1 }
+                for await _ in gate { break }
+                return try provider.fetch()
+            }.count
+        }
+        let first = Task { try await slowLookup() }
+        // The first lookup's fetch is under way (held at the gate); the others arrive meanwhile.
+        while started.withLock({ $0 }) == 0 { await Task.yield() }
+        let others = (0..<10).map { _ in Task { try await slowLookup() } }
+        open.yield()
+        open.finish()
+        #expect(try await first.value == 1)
+        for other in others { #expect(try await other.value == 1) }
+        #expect(provider.fetches.withLock { $0 } == 2, "one fetch at start, one for the new kid")
+    }
+}
+
+/// The schedule through a provider client, on the fake provider's clock: the first login after
+/// the configured maximum age fetches the keys again.
+@Suite struct JWKSMaxAgeFlowTests {
+    @Test func aLoginAfterTheMaximumAgeRefetchesTheKeys() async throws {
+        let fixture = try FakeProviderFixture.start(configure: { $0.jwksMaxAge = .seconds(3600) })
+        _ = try await fixture.logIn()
+        fixture.fake.advanceClock(by: .seconds(1800))
+        _ = try await fixture.logIn()
+        #expect(fixture.fake.jwksFetchCount == 1)
+        // Same kid, nothing unknown: only the set's age makes the next login fetch it.
+        fixture.fake.advanceClock(by: .seconds(1801))
+        #expect(try await fixture.logIn().idToken?.subject == "alice")
+        #expect(fixture.fake.jwksFetchCount == 2)
+        await fixture.stop()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TGTesting
 import Testing
 
 @testable import TGOIDC
@@ -26,6 +27,20 @@ import Testing
         let provider = testProvider(.google())
         #expect(try provider.mergedPrompt(app: "login") == "consent login")
         #expect(try provider.mergedPrompt(app: nil) == "consent")
+    }
+
+    /// Against a provider that gives a refresh token only to logins that asked for consent: the
+    /// app's `prompt=login` alone gets none, with the configured `consent` it does.
+    @Test func theConfiguredConsentGetsTheRefreshTokenWhenTheAppAsksForALogin() async throws {
+        var settings = FakeIdentityProvider.Settings()
+        settings.refreshTokenPrompt = "consent"
+        let plain = try FakeProviderFixture.start(settings: settings)
+        #expect(try await plain.logIn(AuthorizationOptions(prompt: "login")).tokens.refreshToken == nil)
+        await plain.stop()
+        let configured = try FakeProviderFixture.start(settings: settings, configure: { $0.extraAuthorizationParameters = [("prompt", "consent")] })
+        #expect(try await configured.logIn(AuthorizationOptions(prompt: "login")).tokens.refreshToken != nil)
+        #expect(configured.fake.lastAuthorizationQuery?["prompt"] == "consent login")
+        await configured.stop()
     }
 
     /// `none` cannot be combined with other values (OIDC Core §3.1.2.1): with a required value it is

@@ -149,6 +149,10 @@ struct ConfigurationValidator {
                 let hints = ["scope": " (list them under scopes)", "response_mode": " (use response_mode)"]
                 let hint = hints[name.lowercased()] ?? ""
                 problem("\(path).\(name)", "is a protocol parameter TokenGate sets itself; it may not be configured\(hint)")
+            } else if name.lowercased() == "prompt", name != "prompt" {
+                // Names are case-sensitive: the provider would ignore it, and the app's prompt would
+                // not be merged with it.
+                problem("\(path).\(name)", "must be written prompt")
             } else if name == "prompt" {
                 let values = value.split(separator: " ").map(String.init)
                 let known: Set<String> = ["login", "consent", "select_account", "create"]

@@ -36,6 +36,9 @@ extension TokenGateConfiguration.Provider {
             }
         }
         if !(0...600).contains(clockSkewSeconds) { problems.append(("clock_skew_seconds", "must be between 0 and 600")) }
+        if !(60...604_800).contains(jwksMaxAgeSeconds) {
+            problems.append(("jwks_max_age_seconds", "must be between 60 and 604800 (a week)"))
+        }
         return problems
     }
 
@@ -107,6 +110,7 @@ extension TokenGateConfiguration.Provider {
         // Entra's UserInfo lives on Graph and wants a Graph token: not asked unless configured.
         configuration.userInfo = ProviderConfiguration.UserInfoUse(rawValue: (userInfo ?? (kind == .entra ? .never : .auto)).rawValue) ?? .auto
         configuration.clockSkew = .seconds(clockSkewSeconds)
+        configuration.jwksMaxAge = .seconds(jwksMaxAgeSeconds)
         configuration.extraAuthorizationParameters = authorizeParameters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         return configuration
     }

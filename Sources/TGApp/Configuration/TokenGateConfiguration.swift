@@ -235,6 +235,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var authorizeParameters: [String: String]
         public var endpoints: Endpoints?
         public var clockSkewSeconds: Int
+        /// A JWKS older than this is fetched again on its next use (default a day).
+        public var jwksMaxAgeSeconds: Int
         /// When a login asks UserInfo for display claims: `auto` (default; `never` for Entra,
         /// whose UserInfo is on Graph), `always`, `never`.
         public var userInfo: UserInfoUse?
@@ -254,6 +256,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case responseMode = "response_mode"
             case authorizeParameters = "authorize_parameters"
             case clockSkewSeconds = "clock_skew_seconds"
+            case jwksMaxAgeSeconds = "jwks_max_age_seconds"
             case userInfo = "userinfo"
         }
 
@@ -282,6 +285,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             authorizeParameters = try c.value(.authorizeParameters, default: [:])
             endpoints = try c.decodeIfPresent(Endpoints.self, forKey: .endpoints)
             clockSkewSeconds = try c.value(.clockSkewSeconds, default: 60)
+            jwksMaxAgeSeconds = try c.value(.jwksMaxAgeSeconds, default: 86400)
             userInfo = try c.decodeIfPresent(UserInfoUse.self, forKey: .userInfo)
         }
     }
