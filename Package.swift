@@ -53,10 +53,17 @@ let package = Package(
         ),
 
         // Layer 2: Swift wrappers that know C but not OAuth.
+        // The event loops (epoll, eventfd inbox, timers) that the HTTP server and client share.
+        .target(name: "CEpoll"),
+        .target(
+            name: "TGEventLoop",
+            dependencies: ["CEpoll"],
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "TGHTTPServer",
             dependencies: [
-                "CMicroHTTPD", "CShims",
+                "CMicroHTTPD", "CShims", "CEpoll", "TGEventLoop",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strictSettings
@@ -177,6 +184,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        .testTarget(
+            name: "TGEventLoopTests",
+            dependencies: ["TGEventLoop"],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "TGHTTPServerTests",
             dependencies: ["TGHTTPServer", "TGHTTPClient", "TGTesting"],

@@ -15,9 +15,9 @@ let uriLogCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CCha
     serverPointer,
     uri,
     connection in
-    let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
-    server.inFlight.add(1, ordering: .relaxed)
-    let context = RequestContext(target: uri.map { String(cString: $0) } ?? "/", connection: connection)
+    let daemon = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue()
+    daemon.server.inFlight.add(1, ordering: .relaxed)
+    let context = RequestContext(target: uri.map { String(cString: $0) } ?? "/", connection: connection, daemon: daemon)
     if let connection, let entry = CShims_MHD_socket_context(connection) {
         context.connectionEntry = Unmanaged<HeadDeadlines.Entry>.fromOpaque(entry).takeUnretainedValue()
     }
@@ -32,7 +32,7 @@ let connectionNotifyCallback:
             connection,
             socketContext,
             code in
-            let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
+            let server = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue().server
             guard let socketContext else { return }
             switch code {
             case .CONNECTION_NOTIFY_STARTED:
@@ -54,7 +54,7 @@ let requestCompletedCallback:
         _,
         contextSlot,
         _ in
-        let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
+        let server = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue().server
         guard let contextSlot, let raw = contextSlot.pointee else { return }
         contextSlot.pointee = nil
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
@@ -73,7 +73,7 @@ let requestCompletedCallback:
 
 /// libmicrohttpd's diagnostics, already formatted by `CShims_MHD_log_adapter`.
 let diagnosticsCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?) -> Void = { serverPointer, message in
-    let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
+    let server = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue().server
     guard let sink = server.configuration.diagnosticsSink, let message else { return }
     sink(String(cString: message).trimmingSuffixNewlines())
 }
@@ -85,7 +85,10 @@ let accessHandler:
         UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?,
         UnsafePointer<CChar>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?
     ) -> MHD_Result = { serverPointer, connection, _, method, _, uploadData, uploadSize, contextSlot in
-        let server = Unmanaged<HTTPServer>.fromOpaque(serverPointer!).takeUnretainedValue()
+        let daemon = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue()
+        // Shutting down: a connection resumed to be closed gets no more work.
+        guard !daemon.closing else { return MHD_Result.NO }
+        let server = daemon.server
         guard let connection, let contextSlot, let raw = contextSlot.pointee, let uploadSize else { return MHD_Result.NO }
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
         return server.handle(context, connection: connection, method: method, uploadData: uploadData, uploadSize: uploadSize)
@@ -105,7 +108,7 @@ extension HTTPServer {
             if let entry = context.connectionEntry { heads.headArrived(entry) }
             guard let method, let parsed = Self.method(method) else {
                 context.stage = .rejected
-                return queue(Self.problem(.badRequest, "bad_request", "The request method is not valid."), on: connection)
+                return queue(Self.problem(.badRequest, "bad_request", "The request method is not valid."), on: connection, daemon: context.daemon)
             }
             context.method = parsed
             let target = context.target
@@ -115,7 +118,7 @@ extension HTTPServer {
             collectHeaders(connection, into: context)
             if let length = context.contentLength, length > context.maxBodySize {
                 context.stage = .rejected
-                return queue(Self.bodyTooLarge, on: connection)
+                return queue(Self.bodyTooLarge, on: connection, daemon: context.daemon)
             }
             if let limits, limits.streams(contentLength: context.contentLength, fields: context.headerFields) {
                 return dispatchStreaming(context, connection: connection)
@@ -149,7 +152,7 @@ extension HTTPServer {
             return MHD_Result.YES
         case .discarding(let dropped):
             let count = uploadSize.pointee
-            guard count > 0 else { return queue(Self.bodyTooLarge, on: connection) }
+            guard count > 0 else { return queue(Self.bodyTooLarge, on: connection, daemon: context.daemon) }
             uploadSize.pointee = 0
             // Reading a little past the limit buys a clean 413; a client that keeps sending is cut off.
             guard dropped + count <= 2 * context.maxBodySize + 65536 else { return MHD_Result.NO }
@@ -158,7 +161,7 @@ extension HTTPServer {
         case .dispatched:
             let response = lock(for: context).withLock { context.bridge.takeResponse() }
             guard let response else { return MHD_Result.NO }
-            return queue(response, on: connection)
+            return queue(response, on: connection, daemon: context.daemon)
         }
     }
 
@@ -174,7 +177,7 @@ extension HTTPServer {
         context.body = []
         switch handler(request) {
         case .response(let response):
-            return queue(response, on: connection)
+            return queue(response, on: connection, daemon: context.daemon)
         case .async(let respond):
             context.isAsync = true
             context.startsInline = true
@@ -187,11 +190,11 @@ extension HTTPServer {
             switch context.bridge.startReturned() {
             case .queue(let response):
                 lock.unlock()
-                return queue(response, on: connection)
+                return queue(response, on: connection, daemon: context.daemon)
             case .suspend:
                 context.task = task
                 context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout)
-                MHD_suspend_connection(connection)
+                context.daemon.suspend(connection)
                 suspensions.add(1, ordering: .relaxed)
                 deadlines.register(context)
                 lock.unlock()
@@ -210,7 +213,7 @@ extension HTTPServer {
         let task = context.task
         let registered = context.deadline != nil
         if action == .resume, let connection = context.connection {
-            MHD_resume_connection(connection)
+            context.daemon.resume(connection)
         }
         let wake = context.bodyStream?.failLocked(bodyError)
         lock.unlock()

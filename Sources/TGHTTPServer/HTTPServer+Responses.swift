@@ -23,7 +23,7 @@ let streamFreeCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { st
 extension HTTPServer {
     /// Queues `response`. `Content-Length`, `Transfer-Encoding` and `Connection` are the server's
     /// to set; a handler's values for them are ignored.
-    func queue(_ response: ServerResponse, on connection: OpaquePointer) -> MHD_Result {
+    func queue(_ response: ServerResponse, on connection: OpaquePointer, daemon: LoopDaemon) -> MHD_Result {
         let mhdResponse: OpaquePointer?
         switch response.body {
         case .bytes(let bytes):
@@ -35,7 +35,7 @@ extension HTTPServer {
                 )
             }
         case .stream(let produce):
-            let stream = ResponseStream(connection: connection)
+            let stream = ResponseStream(connection: connection, daemon: daemon)
             // A declared length is sent as Content-Length (the producer must write exactly that);
             // otherwise the body is chunked.
             let length = response.headerFields[.contentLength].flatMap { UInt64($0) } ?? UInt64.max

@@ -15,7 +15,7 @@ extension HTTPServer {
     /// First access-handler call (the head): start the handler. Nothing is queued on this call.
     func dispatchStreaming(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
         let lock = lock(for: context)
-        let stream = RequestBodyStream(lock: lock, connection: connection)
+        let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon)
         let request = ServerRequest(
             head: HTTPRequest(
                 method: context.method,
@@ -97,9 +97,9 @@ extension HTTPServer {
         case .queue(let response):
             lock.unlock()
             wake?.resume()
-            return queue(response, on: connection)
+            return queue(response, on: connection, daemon: context.daemon)
         case .suspend:
-            MHD_suspend_connection(connection)
+            context.daemon.suspend(connection)
             suspensions.add(1, ordering: .relaxed)
             lock.unlock()
             wake?.resume()

@@ -2,26 +2,29 @@ import CMicroHTTPD
 import CShims
 import HTTPTypes
 import Synchronization
+public import TGEventLoop
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// An HTTP/1.1 server on libmicrohttpd: epoll event-loop threads that never wait on a handler.
+/// An HTTP/1.1 server on libmicrohttpd: one daemon in external mode per event loop (each loop a
+/// thread with its own epoll set, see ``EventLoop``), so a request is served on one thread from
+/// its first byte to its last, and loops never wait on a handler.
 ///
-/// The handler is called on an event-loop thread once the request body is complete (or, for a
-/// request whose ``RequestLimits/streamsBody`` is set, once the head arrived). It answers at
-/// once with ``Reply/response(_:)`` (for work that needs no I/O, the fastest path) or hands over
-/// an async function with ``Reply/async(_:)``: the connection is then suspended while the function
-/// runs, and resumed when it answers. The async function's first part runs inline, so if it
-/// finishes without really suspending the answer goes out without any thread hop.
+/// The handler is called on a loop once the request body is complete (or, for a request whose
+/// ``RequestLimits/streamsBody`` is set, once the head arrived). It answers at once with
+/// ``Reply/response(_:)`` (for work that needs no I/O, the fastest path) or hands over an async
+/// function with ``Reply/async(_:)``: the connection is then suspended while the function runs,
+/// and resumed on its loop when it answers. The async function's first part runs inline, so if
+/// it finishes without really suspending the answer goes out without any thread hop.
 public final class HTTPServer: @unchecked Sendable {
     // Invariants:
-    // - `daemon`, `listenSocket` and `started` change only inside `start()`/`shutdown()`, under
-    //   `lifecycleLock`; the C callbacks only read `handler`, `configuration`, `deadlines`,
-    //   `locks` and `inFlight`, which are immutable or thread-safe.
-    // - The daemon is stopped before `self` can be freed (shutdown or deinit), so the unretained
-    //   `self` handed to libmicrohttpd as callback context is valid in every callback.
+    // - `daemons`, `ownedLoops`, `started` and `boundPort` change only inside `start()`/`shutdown()`,
+    //   under `lifecycleLock`; the C callbacks only read `handler`, `configuration`, `deadlines`,
+    //   `locks` and the atomics, which are immutable or thread-safe.
+    // - Every daemon is stopped before `self` can be freed (shutdown or deinit), and each
+    //   ``LoopDaemon`` (the callbacks' context) holds `self` unowned.
 
     /// What the handler decides for a request.
     public enum Reply: Sendable {
@@ -39,20 +42,26 @@ public final class HTTPServer: @unchecked Sendable {
     let inFlight = Atomic<Int>(0)
     let suspensions = Atomic<Int>(0)
     let uploadPauses = Atomic<Int>(0)
+    /// Connections suspended right now (all loops).
+    let suspendedNow = Atomic<Int>(0)
     let locks: [Lock] = (0..<64).map { _ in Lock() }
     /// Connections whose next request head is still arriving (for ``Configuration/requestHeadTimeout``).
     let heads = HeadDeadlines()
     private(set) var deadlines: DeadlineWatcher!
     private let lifecycleLock = Lock()
-    private var daemon: OpaquePointer?
-    private var listenSocket: Int32 = -1
+    private var daemons: [LoopDaemon] = []
+    /// Loops the server made itself (none when given a group), stopped with it.
+    private var ownedLoops: EventLoopGroup?
+    private let givenLoops: EventLoopGroup?
     private var started = false
     private var boundPort: UInt16 = 0
-    private let logTarget = UnsafeMutablePointer<CShims_MHD_LogTarget>.allocate(capacity: 1)
 
-    public init(configuration: Configuration, handler: @escaping Handler) {
+    /// A server on `loops` (shared with whatever else runs on them, such as an HTTP client), or
+    /// on `configuration.threads` loops of its own.
+    public init(configuration: Configuration, loops: EventLoopGroup? = nil, handler: @escaping Handler) {
         self.configuration = configuration
         self.handler = handler
+        self.givenLoops = loops
         self.deadlines = nil
         let heads = self.heads
         let headTimeout = configuration.requestHeadTimeout
@@ -67,9 +76,9 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     deinit {
-        if let daemon { MHD_stop_daemon(daemon) }
+        stopDaemonsNow(daemons)
+        ownedLoops?.stop()
         deadlines.stop()
-        logTarget.deallocate()
     }
 
     /// The port the server listens on (the real one when configured with port 0).
@@ -86,39 +95,54 @@ public final class HTTPServer: @unchecked Sendable {
     /// until the reader caught up (back-pressure). A counter for metrics and tests.
     public var uploadPauseCount: Int { uploadPauses.load(ordering: .relaxed) }
 
-    /// Binds and starts the event-loop threads.
+    /// Binds (one listening socket per loop, `SO_REUSEPORT`) and starts a daemon on every loop.
     public func start() throws {
         try lifecycleLock.withLock {
             guard !started else { throw HTTPServerError.alreadyStarted }
-            var storage = sockaddr_storage()
-            let addressFamily = try Self.fill(&storage, host: configuration.host, port: configuration.port)
-            var flags = UInt32(MHD_USE_EPOLL_INTERNAL_THREAD.rawValue) | UInt32(MHD_ALLOW_SUSPEND_RESUME.rawValue)
+            let group = givenLoops ?? EventLoopGroup(count: configuration.threads)
+            if givenLoops == nil { ownedLoops = group }
+            let sockets = try ListenSockets.bind(host: configuration.host, port: configuration.port, count: group.loops.count)
+            var flags = UInt32(MHD_USE_EPOLL.rawValue) | UInt32(MHD_ALLOW_SUSPEND_RESUME.rawValue)
             flags |= UInt32(MHD_USE_TURBO.rawValue) | UInt32(MHD_USE_ERROR_LOG.rawValue)
-            if addressFamily == AF_INET6 { flags |= UInt32(MHD_USE_IPv6.rawValue) }
-            let context = Unmanaged.passUnretained(self).toOpaque()
-            let started: OpaquePointer? = withUnsafeMutablePointer(to: &storage) { address in
-                var options = options(address: UnsafeMutableRawPointer(address), context: context)
-                return CShims_MHD_start_daemon(flags, 0, nil, nil, accessHandler, context, &options)
+            if sockets.family == AF_INET6 { flags |= UInt32(MHD_USE_IPv6.rawValue) }
+            var made: [LoopDaemon] = []
+            for (loop, socket) in zip(group.loops, sockets.descriptors) {
+                let loopDaemon = LoopDaemon(server: self, loop: loop)
+                let context = Unmanaged.passUnretained(loopDaemon).toOpaque()
+                var options = options(socket: socket, context: context, logTarget: loopDaemon.logTarget, loops: group.loops.count)
+                guard let daemon = CShims_MHD_start_daemon(flags, 0, nil, nil, accessHandler, context, &options) else {
+                    let failure = errno
+                    for descriptor in sockets.descriptors { close(descriptor) }
+                    stopDaemonsNow(made)
+                    throw HTTPServerError.startFailed(errno: failure)
+                }
+                loopDaemon.started(daemon)
+                made.append(loopDaemon)
             }
-            guard let started else { throw HTTPServerError.startFailed(errno: errno) }
-            daemon = started
-            boundPort = CShims_MHD_bound_port(started)
-            self.started = true
+            for loopDaemon in made { loopDaemon.loop.execute { loopDaemon.attach() } }
+            daemons = made
+            boundPort = sockets.port
+            started = true
             deadlines.start()
         }
     }
 
     /// Stops accepting, lets in-flight requests finish (up to the drain timeout, after which
-    /// deferred ones are answered 503), then stops the threads. Idempotent.
+    /// deferred ones are answered 503 and streams still running are cut), then stops the daemons:
+    /// never with a suspended connection. Idempotent.
     public func shutdown() async {
-        guard
-            let daemon = lifecycleLock.withLock({ () -> OpaquePointer? in
-                let current = self.daemon
-                self.daemon = nil
-                return current
-            })
-        else { return }
-        listenSocket = MHD_quiesce_daemon(daemon)
+        let stopping = lifecycleLock.withLock { () -> [LoopDaemon] in
+            let current = daemons
+            daemons = []
+            return current
+        }
+        guard !stopping.isEmpty else { return }
+        for loopDaemon in stopping {
+            await loopDaemon.loop.run {
+                let socket = loopDaemon.quiesce()
+                if socket >= 0 { close(socket) }
+            }
+        }
         let clock = ContinuousClock()
         let giveUp = clock.now.advanced(by: configuration.drainTimeout)
         while inFlight.load(ordering: .acquiring) > 0, clock.now < giveUp {
@@ -131,9 +155,38 @@ public final class HTTPServer: @unchecked Sendable {
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }
-        MHD_stop_daemon(daemon)
-        if listenSocket >= 0 { close(listenSocket) }
+        var forced = 0
+        for loopDaemon in stopping {
+            forced += await loopDaemon.loop.run { loopDaemon.stop() }
+        }
+        if forced > 0, let sink = configuration.diagnosticsSink {
+            sink("closed \(forced) connection(s) still streaming at the end of the drain")
+        }
         deadlines.stop()
+        let owned = lifecycleLock.withLock { () -> EventLoopGroup? in
+            defer { ownedLoops = nil }
+            return ownedLoops
+        }
+        if let owned { await Task.detached { owned.stop() }.value }
+    }
+
+    /// Stops daemons from a thread that is not one of their loops, waiting for each (deinit and a
+    /// failed start).
+    private func stopDaemonsNow(_ stopping: [LoopDaemon]) {
+        for loopDaemon in stopping {
+            if loopDaemon.loop.inEventLoop {
+                loopDaemon.stop()
+                continue
+            }
+            let done = OneShotSignal()
+            loopDaemon.loop.execute {
+                let socket = loopDaemon.quiesce()
+                if socket >= 0 { close(socket) }
+                loopDaemon.stop()
+                done.signal()
+            }
+            done.wait()
+        }
     }
 
     /// The lock guarding one request's bridge state (striped, so requests allocate none).
@@ -149,7 +202,12 @@ public final class HTTPServer: @unchecked Sendable {
         headerFields: [.retryAfter: "1"]
     )
 
-    private func options(address: UnsafeMutableRawPointer, context: UnsafeMutableRawPointer) -> [MHD_OptionItem] {
+    private func options(
+        socket: Int32,
+        context: UnsafeMutableRawPointer,
+        logTarget: UnsafeMutablePointer<CShims_MHD_LogTarget>,
+        loops: Int
+    ) -> [MHD_OptionItem] {
         func item(_ option: MHD_OPTION, _ value: Int, _ pointer: UnsafeMutableRawPointer? = nil) -> MHD_OptionItem {
             MHD_OptionItem(option: option, value: value, ptr_value: pointer)
         }
@@ -158,13 +216,13 @@ public final class HTTPServer: @unchecked Sendable {
         let connections = unsafeBitCast(connectionNotifyCallback, to: Int.self)
         logTarget.initialize(to: CShims_MHD_LogTarget(sink: diagnosticsCallback, context: context))
         let logger = CShims_MHD_log_adapter_address()
+        // The connection limit is the whole server's: each loop takes its share.
+        let perLoop = (max(1, configuration.connectionLimit) + loops - 1) / loops
         var items: [MHD_OptionItem] = [
-            item(.SOCK_ADDR, 0, address),
-            item(.THREAD_POOL_SIZE, max(1, configuration.threads)),
-            item(.CONNECTION_LIMIT, max(1, configuration.connectionLimit)),
+            item(.LISTEN_SOCKET, Int(socket)),
+            item(.CONNECTION_LIMIT, perLoop),
             item(.CONNECTION_TIMEOUT, max(0, configuration.connectionTimeoutSeconds)),
             item(.CONNECTION_MEMORY_LIMIT, max(8 * 1024, configuration.connectionMemoryLimit)),
-            item(.LISTENING_ADDRESS_REUSE, 1),
             item(.URI_LOG_CALLBACK, uriLog, context),
             item(.NOTIFY_COMPLETED, completed, context),
             item(.EXTERNAL_LOGGER, logger, UnsafeMutableRawPointer(logTarget)),
@@ -178,23 +236,5 @@ public final class HTTPServer: @unchecked Sendable {
         }
         items.append(item(.END, 0))
         return items
-    }
-
-    private static func fill(_ storage: inout sockaddr_storage, host: String, port: UInt16) throws -> Int32 {
-        try withUnsafeMutableBytes(of: &storage) { raw in
-            let v4 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
-            if inet_pton(AF_INET, host, &v4.pointee.sin_addr) == 1 {
-                v4.pointee.sin_family = sa_family_t(AF_INET)
-                v4.pointee.sin_port = port.bigEndian
-                return AF_INET
-            }
-            let v6 = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
-            if inet_pton(AF_INET6, host, &v6.pointee.sin6_addr) == 1 {
-                v6.pointee.sin6_family = sa_family_t(AF_INET6)
-                v6.pointee.sin6_port = port.bigEndian
-                return AF_INET6
-            }
-            throw HTTPServerError.invalidAddress
-        }
     }
 }

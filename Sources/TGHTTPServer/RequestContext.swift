@@ -5,17 +5,17 @@ import HTTPTypes
 /// to the request-completed callback (which releases it).
 ///
 /// It is also the task executor of the request's handler task: the task's first job runs inline on
-/// the libmicrohttpd thread that dispatched it, so a handler that never truly suspends answers
+/// the event-loop thread that dispatched it, so a handler that never truly suspends answers
 /// without a thread hop and without suspending the connection; every later job goes to the
-/// global concurrent executor, so no MHD thread ever waits on a handler's I/O.
+/// global concurrent executor, so no loop thread ever waits on a handler's I/O.
 final class RequestContext: TaskExecutor, @unchecked Sendable {
     // Invariants:
-    // - `stage`, `head`, `headerFields`, `body` are touched only on the connection's MHD thread
+    // - `stage`, `head`, `headerFields`, `body` are touched only on the connection's loop thread
     //   (MHD calls a connection's callbacks on one thread at a time).
     // - `bridge`, `task`, `connection`, `deadline` (once a handler task exists) and `bodyStream`
     //   are touched only with the server's lock for this context held (see `HTTPServer.lock(for:)`);
     //   `bodyStream` is set once, on the head, before any other thread can see the context.
-    // - `startsInline` is set on the MHD thread right before the handler task is created and read
+    // - `startsInline` is set on the loop thread right before the handler task is created and read
     //   in `enqueue`, whose first call happens synchronously inside that task creation; later calls
     //   happen after the first job ran, so they observe `false`.
     enum Stage {
@@ -31,6 +31,8 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     }
 
     let target: String
+    /// The daemon (and loop) the connection belongs to.
+    let daemon: LoopDaemon
     var connection: OpaquePointer?
     var stage: Stage = .new
     var method: HTTPRequest.Method = .get
@@ -48,12 +50,13 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var deadline: ContinuousClock.Instant?
     /// The connection's head-deadline entry (see ``HeadDeadlines``), if it has one.
     var connectionEntry: HeadDeadlines.Entry?
-    /// Set on the MHD thread when the handler answered `.async` (before its task exists).
+    /// Set on the loop thread when the handler answered `.async` (before its task exists).
     var isAsync = false
     var startsInline = false
 
-    init(target: String, connection: OpaquePointer?) {
+    init(target: String, connection: OpaquePointer?, daemon: LoopDaemon) {
         self.target = target
+        self.daemon = daemon
         self.connection = connection
     }
 

@@ -19,6 +19,7 @@ final class ResponseStream: @unchecked Sendable {
     // is suspended and resumed only with `lock` held, guided by `readerSuspended`, so a resume
     // always follows its suspend and never happens twice.
     private let lock = Lock()
+    private let daemon: LoopDaemon
     private var connection: OpaquePointer?
     private var chunks: [[UInt8]] = []
     private var firstChunk = 0
@@ -32,8 +33,9 @@ final class ResponseStream: @unchecked Sendable {
 
     static let highWater = 256 * 1024
 
-    init(connection: OpaquePointer?) {
+    init(connection: OpaquePointer?, daemon: LoopDaemon) {
         self.connection = connection
+        self.daemon = daemon
     }
 
     func write(_ bytes: [UInt8]) async throws {
@@ -107,8 +109,13 @@ final class ResponseStream: @unchecked Sendable {
             lock.unlock()
             return failed ? Self.endWithError : Self.endOfStream
         }
+        // Shutting down: a stream still running when the drain ends is cut.
+        if daemon.closing {
+            lock.unlock()
+            return Self.endWithError
+        }
         readerSuspended = true
-        if let connection { MHD_suspend_connection(connection) }
+        if let connection { daemon.suspend(connection) }
         lock.unlock()
         return 0
     }
@@ -129,7 +136,7 @@ final class ResponseStream: @unchecked Sendable {
     private func resumeReaderLocked() {
         guard readerSuspended, let connection else { return }
         readerSuspended = false
-        MHD_resume_connection(connection)
+        daemon.resume(connection)
     }
 
     /// `MHD_CONTENT_READER_END_OF_STREAM` and `MHD_CONTENT_READER_END_WITH_ERROR` (cast macros).

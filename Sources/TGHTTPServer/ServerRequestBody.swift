@@ -68,6 +68,7 @@ final class RequestBodyStream: @unchecked Sendable {
     static let highWater = 256 * 1024
 
     let lock: Lock
+    private let daemon: LoopDaemon
     private var connection: OpaquePointer?
     private var chunks: [[UInt8]] = []
     private var buffered = 0
@@ -76,8 +77,9 @@ final class RequestBodyStream: @unchecked Sendable {
     /// The connection is suspended because the buffer is full.
     private(set) var paused = false
 
-    init(lock: Lock, connection: OpaquePointer) {
+    init(lock: Lock, connection: OpaquePointer, daemon: LoopDaemon) {
         self.lock = lock
+        self.daemon = daemon
         self.connection = connection
     }
 
@@ -138,7 +140,7 @@ final class RequestBodyStream: @unchecked Sendable {
         }
         if buffered > Self.highWater, !paused, let connection {
             paused = true
-            MHD_suspend_connection(connection)
+            daemon.suspend(connection)
         }
         return nil
     }
@@ -184,7 +186,7 @@ final class RequestBodyStream: @unchecked Sendable {
     private func resumeLocked() {
         guard paused else { return }
         paused = false
-        if let connection { MHD_resume_connection(connection) }
+        if let connection { daemon.resume(connection) }
     }
 
     /// A reader to resume once the lock is released.

@@ -26,6 +26,10 @@ void *CShims_MHD_socket_context(struct MHD_Connection *connection);
 // MHD_get_daemon_info is variadic: the port actually bound (useful with port 0), or 0.
 uint16_t CShims_MHD_bound_port(struct MHD_Daemon *daemon);
 
+// MHD_get_daemon_info is variadic: the epoll set of a daemon started with MHD_USE_EPOLL (external
+// mode), for the caller's own epoll set; -1 if none.
+int CShims_MHD_epoll_fd(struct MHD_Daemon *daemon);
+
 // MHD_get_daemon_info is variadic: connections currently open.
 unsigned int CShims_MHD_current_connections(struct MHD_Daemon *daemon);
 

@@ -1,0 +1,301 @@
+import CEpoll
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a loop calls when a watched descriptor is ready.
+public protocol EventLoopWatcher: AnyObject {
+    /// Called on the loop's thread with the ready `EPOLL*` bits.
+    func ready(_ events: UInt32)
+}
+
+/// One event-loop thread: an epoll set, an inbox other threads post work to (woken through an
+/// eventfd), timers, and hooks that run before every wait (libmicrohttpd's and libcurl's own
+/// timeouts, and work they must finish before the loop sleeps).
+///
+/// Everything registered on a loop (watchers, timers, hooks) is touched only on its thread, so
+/// the libraries it drives need no lock: the one way in from elsewhere is ``execute(_:)``.
+public final class EventLoop: @unchecked Sendable {
+    // Invariants:
+    // - `watchers`, `freeSlots`, `timers`, `hooks`, `running` and `events` are touched only on
+    //   the loop thread (after `start`), or before `start` by the creating thread.
+    // - `inbox` is only accessed with `inboxLock` held.
+    // - `wakeFD` and `epollFD` are closed in deinit, after the thread ended (`stop` joins it).
+
+    /// A hook run before every wait; it returns how long the loop may sleep, in nanoseconds, as
+    /// far as it is concerned (nil: as long as it likes; 0: do not sleep, call me again).
+    public typealias PreWaitHook = () -> Int64?
+
+    public let index: Int
+    let epollFD: Int32
+    private let wakeFD: Int32
+    private let inboxLock = Mutex<[@Sendable () -> Void]>([])
+    private let notified = Atomic<Bool>(false)
+    private var watchers: [(any EventLoopWatcher)?] = []
+    private var freeSlots: [Int] = []
+    private var timers = TimerHeap()
+    private var hooks: [PreWaitHook] = []
+    private var running = true
+    private var thread: pthread_t?
+    private let threadID = Atomic<UInt>(0)
+    private static let wakeTag = UInt64.max
+
+    public init(index: Int = 0) {
+        self.index = index
+        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        precondition(epollFD >= 0 && wakeFD >= 0, "epoll_create1/eventfd failed: errno \(errno)")
+        var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(u64: Self.wakeTag))
+        epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
+    }
+
+    deinit {
+        close(wakeFD)
+        close(epollFD)
+    }
+
+    /// Nanoseconds on the monotonic clock.
+    public static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+
+    /// Whether the caller runs on this loop's thread.
+    public var inEventLoop: Bool {
+        let owner = threadID.load(ordering: .relaxed)
+        return owner != 0 && owner == UInt(pthread_self())
+    }
+
+    /// Starts the loop's thread (once).
+    public func start() {
+        precondition(thread == nil, "EventLoop.start called twice")
+        let unmanaged = Unmanaged.passRetained(self)
+        var created = pthread_t()
+        let result = pthread_create(
+            &created,
+            nil,
+            { argument in
+                let loop = Unmanaged<EventLoop>.fromOpaque(argument!).takeRetainedValue()
+                loop.run()
+                return nil
+            },
+            unmanaged.toOpaque()
+        )
+        precondition(result == 0, "pthread_create failed: \(result)")
+        thread = created
+    }
+
+    /// Stops the loop after the work already posted and joins its thread. Whatever owns watchers
+    /// on it must have removed them first. Not from the loop's own thread.
+    public func stop() {
+        guard let thread else { return }
+        precondition(!inEventLoop, "EventLoop.stop called on its own thread")
+        execute { [unowned self] in self.running = false }
+        pthread_join(thread, nil)
+        self.thread = nil
+    }
+
+    /// Runs `job` on the loop's thread, soon; callable from any thread (also the loop's own,
+    /// where it runs after the current event, not inside it).
+    public func execute(_ job: @escaping @Sendable () -> Void) {
+        inboxLock.withLock { $0.append(job) }
+        if !notified.exchange(true, ordering: .acquiringAndReleasing) {
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
+    }
+
+    // MARK: Loop-thread API
+
+    /// Watches `fd` for `events` (`EPOLLIN`, `EPOLLOUT`, …); returns the token to change or end
+    /// the watch with. Loop thread only (or before `start`).
+    @discardableResult
+    public func watch(_ fd: Int32, events: UInt32, _ watcher: any EventLoopWatcher) -> Int {
+        let slot: Int
+        if let free = freeSlots.popLast() {
+            slot = free
+            watchers[slot] = watcher
+        } else {
+            slot = watchers.count
+            watchers.append(watcher)
+        }
+        var event = epoll_event(events: events, data: epoll_data_t(u64: UInt64(slot)))
+        epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
+        return slot
+    }
+
+    /// Changes the events a watch waits for. Loop thread only.
+    public func modify(_ token: Int, fd: Int32, events: UInt32) {
+        var event = epoll_event(events: events, data: epoll_data_t(u64: UInt64(token)))
+        epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
+    }
+
+    /// Ends a watch (before `fd` is closed, or after: a closed descriptor leaves the set by
+    /// itself). Loop thread only.
+    public func unwatch(_ token: Int, fd: Int32) {
+        epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+        watchers[token] = nil
+        freeSlots.append(token)
+    }
+
+    /// Runs `action` on the loop at `deadline` (``now()`` nanoseconds) unless cancelled first.
+    /// Loop thread only.
+    @discardableResult
+    public func schedule(at deadline: Int64, _ action: @escaping () -> Void) -> EventLoopTimer {
+        let timer = EventLoopTimer(deadline: deadline, action: action)
+        timers.push(timer)
+        return timer
+    }
+
+    /// Adds a hook run before every wait. Loop thread only (or before `start`).
+    public func addPreWaitHook(_ hook: @escaping PreWaitHook) {
+        hooks.append(hook)
+    }
+
+    // MARK: The loop
+
+    private func run() {
+        threadID.store(UInt(pthread_self()), ordering: .relaxed)
+        CEpoll_set_thread_name("tg-loop-\(index)")
+        let capacity: Int32 = 256
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: Int(capacity))
+        defer { events.deallocate() }
+        while true {
+            drainInbox()
+            guard running else { break }
+            var sleep = runTimers()
+            for hook in hooks {
+                if let wanted = hook() { sleep = min(sleep ?? wanted, wanted) }
+            }
+            if notified.load(ordering: .acquiring) { sleep = 0 }
+            let timeout: Int32 = sleep.map { Int32(clamping: ($0 + 999_999) / 1_000_000) } ?? -1
+            let count = epoll_wait(epollFD, events, capacity, timeout)
+            guard count > 0 else { continue }
+            for index in 0..<Int(count) {
+                let event = events[index]
+                if event.data.u64 == Self.wakeTag {
+                    var value: UInt64 = 0
+                    _ = read(wakeFD, &value, 8)
+                    continue
+                }
+                let slot = Int(event.data.u64)
+                if slot < watchers.count, let watcher = watchers[slot] { watcher.ready(event.events) }
+            }
+        }
+    }
+
+    private func drainInbox() {
+        guard notified.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        let jobs = inboxLock.withLock { jobs in
+            let taken = jobs
+            jobs.removeAll(keepingCapacity: true)
+            return taken
+        }
+        for job in jobs { job() }
+    }
+
+    /// Runs due timers; returns nanoseconds until the next one, if any.
+    private func runTimers() -> Int64? {
+        guard !timers.isEmpty else { return nil }
+        let now = Self.now()
+        while let first = timers.first {
+            if first.action == nil {
+                _ = timers.pop()
+                continue
+            }
+            guard first.deadline <= now else { return first.deadline - now }
+            _ = timers.pop()
+            let action = first.action
+            first.action = nil
+            action?()
+        }
+        return nil
+    }
+}
+
+/// A timer on an ``EventLoop``; loop thread only.
+public final class EventLoopTimer {
+    public let deadline: Int64
+    var action: (() -> Void)?
+
+    init(deadline: Int64, action: @escaping () -> Void) {
+        self.deadline = deadline
+        self.action = action
+    }
+
+    /// The action will not run (if it has not yet).
+    public func cancel() { action = nil }
+}
+
+/// A binary min-heap of timers by deadline; cancelled ones are dropped when they reach the top.
+struct TimerHeap {
+    private var items: [EventLoopTimer] = []
+
+    var isEmpty: Bool { items.isEmpty }
+    var first: EventLoopTimer? { items.first }
+
+    mutating func push(_ timer: EventLoopTimer) {
+        items.append(timer)
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard items[child].deadline < items[parent].deadline else { break }
+            items.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() -> EventLoopTimer? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            guard left < items.count else { break }
+            var child = left
+            if left + 1 < items.count, items[left + 1].deadline < items[left].deadline { child = left + 1 }
+            guard items[child].deadline < items[parent].deadline else { break }
+            items.swapAt(child, parent)
+            parent = child
+        }
+        return top
+    }
+}
+
+/// The loops of a process: one per core by default, handed out round robin.
+public final class EventLoopGroup: Sendable {
+    public let loops: [EventLoop]
+    private let nextIndex = Atomic<Int>(0)
+
+    /// Creates and starts `count` loops (at least one).
+    public init(count: Int) {
+        loops = (0..<max(1, count)).map { EventLoop(index: $0) }
+        for loop in loops { loop.start() }
+    }
+
+    /// One loop per online core, at least one.
+    public static var defaultCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+    /// The next loop, round robin.
+    public func next() -> EventLoop {
+        loops[nextIndex.add(1, ordering: .relaxed).newValue % loops.count]
+    }
+
+    /// Stops every loop (see ``EventLoop/stop()``).
+    public func stop() {
+        for loop in loops { loop.stop() }
+    }
+}
+
+extension EventLoop {
+    /// Runs `body` on the loop and returns its result to the awaiting task.
+    public func run<Result: Sendable>(_ body: @escaping @Sendable () -> Result) async -> Result {
+        await withCheckedContinuation { continuation in
+            execute { continuation.resume(returning: body()) }
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import CEpoll
+import CMicroHTTPD
+import CShims
+import Synchronization
+import TGEventLoop
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One libmicrohttpd daemon in external mode, driven by one event loop: its epoll set is nested in
+/// the loop's, it runs when that set is ready or its timeout is due, and again before the loop
+/// sleeps whenever a connection was resumed (libmicrohttpd 0.9.75 in external mode would
+/// otherwise leave a resumed connection waiting for the next unrelated event).
+///
+/// Connections are suspended only on the loop (in libmicrohttpd's callbacks) and resumed only on
+/// the loop: a resume asked for elsewhere is posted to it. The set of suspended connections makes
+/// a resume idempotent and lets shutdown close every one of them before the daemon stops
+/// (stopping a daemon with a suspended connection aborts the process).
+final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
+    // Invariants: every field but `server`, `loop` and `logTarget` is touched only on the loop's
+    // thread, once `attach()` ran there (before: only by the thread that created the daemon,
+    // which has not handed it to the loop yet). libmicrohttpd calls every callback of this
+    // daemon from `MHD_run`, that is, on the loop.
+    unowned let server: HTTPServer
+    let loop: EventLoop
+    private(set) var daemon: OpaquePointer?
+    private var watchToken = -1
+    private var epollFD: Int32 = -1
+    private var needsRun = false
+    private var suspended = Set<UnsafeMutableRawPointer>()
+    /// Shutting down: every callback refuses work, so resumed connections close.
+    private(set) var closing = false
+    let logTarget = UnsafeMutablePointer<CShims_MHD_LogTarget>.allocate(capacity: 1)
+
+    init(server: HTTPServer, loop: EventLoop) {
+        self.server = server
+        self.loop = loop
+    }
+
+    deinit {
+        logTarget.deallocate()
+    }
+
+    /// Called once with the started daemon, before the loop sees it.
+    func started(_ daemon: OpaquePointer) {
+        self.daemon = daemon
+        epollFD = CShims_MHD_epoll_fd(daemon)
+    }
+
+    /// On the loop: watch the daemon's epoll set and run it before every wait.
+    func attach() {
+        watchToken = loop.watch(epollFD, events: EPOLLIN.rawValue, self)
+        loop.addPreWaitHook { [unowned self] in self.beforeWait() }
+        needsRun = true
+    }
+
+    func ready(_ events: UInt32) {
+        guard let daemon else { return }
+        needsRun = false
+        MHD_run(daemon)
+    }
+
+    /// Runs the daemon while it has work it can do without waiting (resumed connections, data
+    /// already read, connections left on its ready list: it says so with a zero timeout), then
+    /// tells the loop how long it may sleep.
+    private func beforeWait() -> Int64? {
+        guard let daemon else { return nil }
+        var milliseconds: UInt64 = 0
+        for _ in 0..<16 {
+            if needsRun {
+                needsRun = false
+                MHD_run(daemon)
+            }
+            guard MHD_get_timeout(daemon, &milliseconds) == MHD_Result.YES else { return needsRun ? 0 : nil }
+            guard milliseconds == 0 else { return needsRun ? 0 : Int64(clamping: milliseconds) * 1_000_000 }
+            needsRun = true
+        }
+        return 0
+    }
+
+    /// On the loop, inside a callback of this connection.
+    func suspend(_ connection: OpaquePointer) {
+        MHD_suspend_connection(connection)
+        suspended.insert(UnsafeMutableRawPointer(connection))
+        server.suspendedNow.add(1, ordering: .relaxed)
+    }
+
+    /// From any thread: resume `connection` if it is suspended (once, however often asked).
+    func resume(_ connection: OpaquePointer) {
+        let raw = UnsafeMutableRawPointer(connection)
+        if loop.inEventLoop {
+            resumeOnLoop(raw)
+        } else {
+            let address = SendableAddress(raw)
+            loop.execute { [self] in self.resumeOnLoop(address.pointer) }
+        }
+    }
+
+    private func resumeOnLoop(_ raw: UnsafeMutableRawPointer) {
+        guard suspended.remove(raw) != nil else { return }
+        MHD_resume_connection(OpaquePointer(raw))
+        server.suspendedNow.subtract(1, ordering: .relaxed)
+        needsRun = true
+    }
+
+    /// On the loop: stop accepting; returns the listening socket for the caller to close.
+    func quiesce() -> Int32 {
+        guard let daemon else { return -1 }
+        return MHD_quiesce_daemon(daemon)
+    }
+
+    /// On the loop: close every connection (suspended ones are resumed into a refusal, which
+    /// closes them) and stop the daemon. Returns how many suspended connections had to be closed.
+    @discardableResult
+    func stop() -> Int {
+        guard let daemon else { return 0 }
+        closing = true
+        let forced = suspended.count
+        var rounds = 0
+        while !suspended.isEmpty, rounds < 64 {
+            for raw in suspended { MHD_resume_connection(OpaquePointer(raw)) }
+            server.suspendedNow.subtract(suspended.count, ordering: .relaxed)
+            suspended.removeAll()
+            MHD_run(daemon)
+            MHD_run(daemon)
+            rounds += 1
+        }
+        loop.unwatch(watchToken, fd: epollFD)
+        self.daemon = nil
+        if suspended.isEmpty {
+            MHD_stop_daemon(daemon)
+        }
+        // Otherwise the daemon is left as it is: libmicrohttpd aborts the process when stopped with
+        // a suspended connection (a core with secrets in it); the process is about to exit.
+        return forced
+    }
+}
+
+/// A C pointer handed to the loop thread. The pointee is used only there.
+struct SendableAddress: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
+
+    init(_ pointer: UnsafeMutableRawPointer) {
+        self.pointer = pointer
+    }
+}
