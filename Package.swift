@@ -71,7 +71,7 @@ let package = Package(
         .target(
             name: "TGHTTPClient",
             dependencies: [
-                "CCurl", "CShims",
+                "CCurl", "CShims", "CEpoll", "TGEventLoop",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             cSettings: [.define("CURL_STRICTER")],
@@ -114,7 +114,7 @@ let package = Package(
         .target(
             name: "TGApp",
             dependencies: [
-                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto", "TGOIDC", "TGAuth",
+                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto", "TGOIDC", "TGAuth", "TGEventLoop",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
@@ -196,7 +196,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TGHTTPClientTests",
-            dependencies: ["TGHTTPClient", "TGHTTPServer", "TGTesting"],
+            dependencies: ["TGHTTPClient", "TGHTTPServer", "TGTesting", "TGEventLoop"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -2,6 +2,7 @@ import Foundation
 public import Logging
 public import TGAuth
 import TGCrypto
+public import TGEventLoop
 public import TGHTTPClient
 public import TGHTTPServer
 public import TGOIDC
@@ -107,7 +108,8 @@ public enum TokenGateApp {
         providers: [OpenIDProvider] = [],
         auth: AuthService? = nil,
         upstreamClients: [String: HTTPClient] = [:],
-        metrics: TokenGateMetrics? = nil
+        metrics: TokenGateMetrics? = nil,
+        loops: EventLoopGroup? = nil
     ) -> Router {
         var router = Router()
         metrics?.addRoute(to: &router, database: database, auth: auth)
@@ -130,7 +132,11 @@ public enum TokenGateApp {
             )
             AuthRoutes.add(to: &router, service: auth, limits: limits)
             let upstreams = configuration.upstreams.compactMap { settings in
-                ProxyRoutes.Upstream(settings, client: upstreamClients[settings.name] ?? makeUpstreamClient(settings))
+                ProxyRoutes.Upstream(
+                    settings,
+                    client: upstreamClients[settings.name] ?? makeUpstreamClient(settings),
+                    loopClients: loops?.loops.map { makeUpstreamClient(settings, loop: $0) } ?? []
+                )
             }
             if !upstreams.isEmpty {
                 ProxyRoutes.add(to: &router, upstreams: upstreams, auth: auth, publicBaseURL: publicBaseURL(configuration))
@@ -145,7 +151,8 @@ public enum TokenGateApp {
         Dictionary(configuration.upstreams.map { ($0.name, makeUpstreamClient($0)) }, uniquingKeysWith: { first, _ in first })
     }
 
-    static func makeUpstreamClient(_ upstream: TokenGateConfiguration.Upstream) -> HTTPClient {
+    /// `loop`: the client runs there (one per server loop, for the cached path); else on its own.
+    static func makeUpstreamClient(_ upstream: TokenGateConfiguration.Upstream, loop: EventLoop? = nil) -> HTTPClient {
         var settings = HTTPClient.Configuration()
         settings.maxConnections = upstream.maxConnections
         settings.maxConnectionsPerHost = upstream.maxConnections
@@ -155,10 +162,11 @@ public enum TokenGateApp {
         if let url = URLComponents(string: upstream.baseURL), url.scheme?.lowercased() == "http" {
             settings.allowPlainHTTPToLoopbackForTesting = ConfigurationValidator.isLoopback(url.host ?? "")
         }
-        return HTTPClient(configuration: settings)
+        return HTTPClient(configuration: settings, loop: loop)
     }
 
-    /// The HTTP server with every route, not yet started.
+    /// The HTTP server with every route, not yet started. Its event loops (`server.threads`) also
+    /// run one client per API for the cached proxy path; they stop after the server's shutdown.
     public static func makeServer(
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
@@ -168,6 +176,8 @@ public enum TokenGateApp {
         metrics: TokenGateMetrics? = nil,
         logger: Logger
     ) -> HTTPServer {
+        let settings = serverSettings(configuration, logger: logger)
+        let loops = EventLoopGroup(count: settings.threads)
         let application = Application(
             router: makeRouter(
                 configuration,
@@ -175,14 +185,15 @@ public enum TokenGateApp {
                 providers: providers,
                 auth: auth,
                 upstreamClients: upstreamClients,
-                metrics: metrics
+                metrics: metrics,
+                loops: loops
             ),
             logger: logger,
             accessLog: configuration.log.accessLog,
             trustedProxies: TrustedProxies(configuration.server.trustedProxies),
             metrics: metrics
         )
-        return HTTPServer(configuration: serverSettings(configuration, logger: logger), handler: application.makeHandler())
+        return HTTPServer(configuration: settings, loops: loops, stopsLoops: true, handler: application.makeHandler())
     }
 
     static func serverSettings(_ configuration: TokenGateConfiguration, logger: Logger) -> HTTPServer.Configuration {

@@ -32,6 +32,22 @@ extension AuthService {
         return context
     }
 
+    /// The session of a bearer token if this instance holds it in memory, without waiting (nil:
+    /// ask ``authenticateForAPI(accessToken:)``). A malformed token is refused at once.
+    public func cachedSessionForAPI(accessToken: String) throws -> SessionContext? {
+        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Self.invalidAccessToken }
+        return cache.session(hash, now: clock.now())
+    }
+
+    /// The upstream access token for `scopes` if one is in memory and not yet due for its
+    /// refresh, without waiting (nil: ask ``upstreamAccessToken(for:scopes:rejected:)``).
+    public func cachedUpstreamAccessToken(for context: SessionContext, scopes: [String]) -> UpstreamAccessToken? {
+        guard let cached = cache.token(account: context.account.id, scopeKey: Self.scopeKey(scopes)), isFresh(cached, now: clock.now()) else {
+            return nil
+        }
+        return cached
+    }
+
     /// A valid upstream access token of the session's account for `scopes`: from memory, else
     /// from the database, else from one refresh with the stored refresh token. However many
     /// requests on however many instances ask at once, the provider sees one refresh: this

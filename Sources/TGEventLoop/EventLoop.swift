@@ -31,16 +31,23 @@ public final class EventLoop: @unchecked Sendable {
     public let index: Int
     let epollFD: Int32
     private let wakeFD: Int32
-    private let inboxLock = Mutex<[@Sendable () -> Void]>([])
+    private let inboxLock = Mutex<Inbox>(Inbox())
     private let notified = Atomic<Bool>(false)
     private var watchers: [(any EventLoopWatcher)?] = []
     private var freeSlots: [Int] = []
     private var timers = TimerHeap()
-    private var hooks: [PreWaitHook] = []
+    private var hooks: [(token: Int, hook: PreWaitHook)] = []
+    private var nextHookToken = 0
     private var running = true
     private var thread: pthread_t?
     private let threadID = Atomic<UInt>(0)
     private static let wakeTag = UInt64.max
+
+    struct Inbox {
+        var jobs: [@Sendable () -> Void] = []
+        /// Set with the stop job: nothing is accepted after it.
+        var closed = false
+    }
 
     public init(index: Int = 0) {
         self.index = index
@@ -93,15 +100,32 @@ public final class EventLoop: @unchecked Sendable {
     public func stop() {
         guard let thread else { return }
         precondition(!inEventLoop, "EventLoop.stop called on its own thread")
-        execute { [unowned self] in self.running = false }
+        let accepted = inboxLock.withLock { inbox in
+            guard !inbox.closed else { return false }
+            inbox.jobs.append { [unowned self] in self.running = false }
+            inbox.closed = true
+            return true
+        }
+        if accepted { wake() }
         pthread_join(thread, nil)
         self.thread = nil
     }
 
     /// Runs `job` on the loop's thread, soon; callable from any thread (also the loop's own,
-    /// where it runs after the current event, not inside it).
-    public func execute(_ job: @escaping @Sendable () -> Void) {
-        inboxLock.withLock { $0.append(job) }
+    /// where it runs after the current event, not inside it). Returns false, and drops the job,
+    /// once the loop is stopping.
+    @discardableResult
+    public func execute(_ job: @escaping @Sendable () -> Void) -> Bool {
+        let accepted = inboxLock.withLock { inbox in
+            guard !inbox.closed else { return false }
+            inbox.jobs.append(job)
+            return true
+        }
+        if accepted { wake() }
+        return accepted
+    }
+
+    private func wake() {
         if !notified.exchange(true, ordering: .acquiringAndReleasing) {
             var one: UInt64 = 1
             _ = write(wakeFD, &one, 8)
@@ -150,9 +174,18 @@ public final class EventLoop: @unchecked Sendable {
         return timer
     }
 
-    /// Adds a hook run before every wait. Loop thread only (or before `start`).
-    public func addPreWaitHook(_ hook: @escaping PreWaitHook) {
-        hooks.append(hook)
+    /// Adds a hook run before every wait; returns the token to remove it with. Loop thread only
+    /// (or before `start`).
+    @discardableResult
+    public func addPreWaitHook(_ hook: @escaping PreWaitHook) -> Int {
+        nextHookToken += 1
+        hooks.append((nextHookToken, hook))
+        return nextHookToken
+    }
+
+    /// Removes a hook (its owner is going away). Loop thread only.
+    public func removePreWaitHook(_ token: Int) {
+        hooks.removeAll { $0.token == token }
     }
 
     // MARK: The loop
@@ -166,10 +199,13 @@ public final class EventLoop: @unchecked Sendable {
         while true {
             drainInbox()
             guard running else { break }
-            var sleep = runTimers()
-            for hook in hooks {
-                if let wanted = hook() { sleep = min(sleep ?? wanted, wanted) }
+            runTimers()
+            var sleep: Int64?
+            for entry in hooks {
+                if let wanted = entry.hook() { sleep = min(sleep ?? wanted, wanted) }
             }
+            // After the hooks: they may have scheduled timers (libcurl does, when it starts a transfer).
+            if let next = nextTimerDelay() { sleep = min(sleep ?? next, next) }
             if notified.load(ordering: .acquiring) { sleep = 0 }
             let timeout: Int32 = sleep.map { Int32(clamping: ($0 + 999_999) / 1_000_000) } ?? -1
             let count = epoll_wait(epollFD, events, capacity, timeout)
@@ -189,30 +225,36 @@ public final class EventLoop: @unchecked Sendable {
 
     private func drainInbox() {
         guard notified.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        let jobs = inboxLock.withLock { jobs in
-            let taken = jobs
-            jobs.removeAll(keepingCapacity: true)
+        let jobs = inboxLock.withLock { inbox in
+            let taken = inbox.jobs
+            inbox.jobs.removeAll(keepingCapacity: true)
             return taken
         }
         for job in jobs { job() }
     }
 
-    /// Runs due timers; returns nanoseconds until the next one, if any.
-    private func runTimers() -> Int64? {
-        guard !timers.isEmpty else { return nil }
+    /// Runs due timers.
+    private func runTimers() {
+        guard !timers.isEmpty else { return }
         let now = Self.now()
         while let first = timers.first {
             if first.action == nil {
                 _ = timers.pop()
                 continue
             }
-            guard first.deadline <= now else { return first.deadline - now }
+            guard first.deadline <= now else { return }
             _ = timers.pop()
             let action = first.action
             first.action = nil
             action?()
         }
-        return nil
+    }
+
+    /// Nanoseconds until the next live timer (0 if one is due), if any.
+    private func nextTimerDelay() -> Int64? {
+        while let first = timers.first, first.action == nil { _ = timers.pop() }
+        guard let first = timers.first else { return nil }
+        return max(0, first.deadline - Self.now())
     }
 }
 
@@ -293,9 +335,23 @@ public final class EventLoopGroup: Sendable {
 
 extension EventLoop {
     /// Runs `body` on the loop and returns its result to the awaiting task.
+    /// Once the loop is stopping, `body` runs on the caller's thread instead (nothing else
+    /// runs on the loop any more).
     public func run<Result: Sendable>(_ body: @escaping @Sendable () -> Result) async -> Result {
         await withCheckedContinuation { continuation in
-            execute { continuation.resume(returning: body()) }
+            let box = ContinuationBox(continuation: continuation)
+            if !execute({ box.resume(body()) }) { continuation.resume(returning: body()) }
         }
     }
+}
+
+/// A continuation resumed once from the loop (or, when the loop refused the job, by its caller).
+private final class ContinuationBox<Result: Sendable>: Sendable {
+    let continuation: CheckedContinuation<Result, Never>
+
+    init(continuation: CheckedContinuation<Result, Never>) {
+        self.continuation = continuation
+    }
+
+    func resume(_ value: Result) { continuation.resume(returning: value) }
 }

@@ -29,7 +29,8 @@ public struct HTTPClientBodyWriter: Sendable {
 extension HTTPClient {
     /// Sets the easy handle up for `request`; throws before anything is sent when the URL is
     /// refused.
-    func prepare(_ transfer: Transfer, _ request: HTTPRequest, body: HTTPClientRequestBody, timeout: Duration) throws {
+    /// `timeout` nil: no deadline for the whole exchange (the caller keeps its own).
+    func prepare(_ transfer: Transfer, _ request: HTTPRequest, body: HTTPClientRequestBody, timeout: Duration?) throws {
         let url = try validatedURL(request)
         let easy = transfer.easy
         let userdata = Unmanaged.passUnretained(transfer).toOpaque()
@@ -56,7 +57,7 @@ extension HTTPClient {
         if let caFile = configuration.caFile { string(CURLOPT_CAINFO, caFile) }
         long(CURLOPT_FOLLOWLOCATION, configuration.followRedirects ? 1 : 0)
         long(CURLOPT_MAXREDIRS, 5)
-        long(CURLOPT_TIMEOUT_MS, Self.milliseconds(timeout))
+        if let timeout { long(CURLOPT_TIMEOUT_MS, Self.milliseconds(timeout)) }
         long(CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, userdata))

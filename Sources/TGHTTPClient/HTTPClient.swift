@@ -2,9 +2,12 @@ import CCurl
 import CShims
 import Foundation
 public import HTTPTypes
+public import TGEventLoop
 
-/// An HTTP client on libcurl's multi interface: one event thread drives every transfer, so any
-/// number of requests wait on the network without holding a thread each.
+/// An HTTP client on libcurl's multi interface, driven by one event loop
+/// (`curl_multi_socket_action` on the loop's epoll set): every transfer's sockets and timeouts
+/// are the loop's, so any number of requests wait on the network without holding a thread each,
+/// and a client on the loop of an HTTP server's connection serves it without a thread hop.
 ///
 /// Safe by default: only http and https; TLS always verified (there is no switch to turn it off);
 /// plain http only to a loopback host and only with ``Configuration/allowPlainHTTPToLoopbackForTesting``;
@@ -40,15 +43,21 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     public let configuration: Configuration
-    private let multi: OpaquePointer
+    /// The loop every transfer of this client runs on.
+    public let loop: EventLoop
+    /// The loop this client made for itself (none when given one), stopped with it.
+    private let ownLoop: EventLoop?
+    let multi: OpaquePointer
     private let lock = NSLock()
-    private var commands: [Command] = []
     private var stopping = false
     private var active: [ObjectIdentifier: Transfer] = [:]
-    private let stopped = DispatchSemaphore(value: 0)
-    private let handles: EasyHandlePool
+    var timer: EventLoopTimer?
+    var timeoutDue = false
+    private var hookToken = 0
+    let handles: EasyHandlePool
 
-    public init(configuration: Configuration = Configuration()) {
+    /// A client on `loop` (shared with an HTTP server, say), or on a loop of its own.
+    public init(configuration: Configuration = Configuration(), loop: EventLoop? = nil) {
         HTTPClient.initializeLibcurl
         self.configuration = configuration
         handles = EasyHandlePool(capacity: max(8, configuration.maxConnections))
@@ -56,9 +65,29 @@ public final class HTTPClient: @unchecked Sendable {
         _ = CShims_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
         _ = CShims_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.maxConnections)
         _ = CShims_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(configuration.maxConnections, 8))
-        let thread = Thread { [self] in self.eventLoop() }
-        thread.name = "tokengate-http-client"
-        thread.start()
+        if let loop {
+            self.loop = loop
+            ownLoop = nil
+        } else {
+            let own = EventLoop()
+            own.start()
+            self.loop = own
+            ownLoop = own
+        }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        _ = CShims_curl_multi_setopt_socket_function(multi, socketCallback)
+        _ = CShims_curl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, context)
+        _ = CShims_curl_multi_setopt_timer_function(multi, timerCallback)
+        _ = CShims_curl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, context)
+        let hooked = OneShot()
+        let context2 = UnmanagedClient(client: Unmanaged.passUnretained(self))
+        let accepted = self.loop.execute {
+            let client = context2.client.takeUnretainedValue()
+            client.hookToken = client.loop.addPreWaitHook { [unowned client] in client.beforeWait() }
+            hooked.signal()
+        }
+        // The hook must be in place before the first transfer is added (it starts transfers).
+        if accepted, !self.loop.inEventLoop { hooked.wait() }
     }
 
     deinit {
@@ -72,8 +101,8 @@ public final class HTTPClient: @unchecked Sendable {
         signal(SIGPIPE, SIG_IGN)
     }()
 
-    /// Fails every request in flight with ``HTTPClientError/shutDown`` and stops the event thread.
-    /// Idempotent.
+    /// Fails every request in flight with ``HTTPClientError/shutDown`` and releases libcurl's
+    /// handles (on the loop). Idempotent. Not from the loop's thread unless the loop is shared.
     public func shutdown() {
         let first = lock.withLock {
             let first = !stopping
@@ -81,9 +110,21 @@ public final class HTTPClient: @unchecked Sendable {
             return first
         }
         guard first else { return }
-        curl_multi_wakeup(multi)
-        stopped.wait()
-        curl_multi_cleanup(multi)
+        let done = OneShot()
+        let context = UnmanagedClient(client: Unmanaged.passUnretained(self))
+        let stopAll: @Sendable () -> Void = {
+            context.client.takeUnretainedValue().stopOnLoop()
+            done.signal()
+        }
+        if loop.inEventLoop {
+            stopAll()
+        } else if loop.execute(stopAll) {
+            done.wait()
+        } else {
+            // The loop has stopped (its owner shut it down first): nothing runs there any more.
+            stopAll()
+        }
+        ownLoop?.stop()
     }
 
     /// Sends a request and returns the whole response (body at most `maxResponseBodySize`).
@@ -143,37 +184,68 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     func submit(_ command: Command) {
-        let accepted = lock.withLock {
-            guard !stopping else { return false }
-            commands.append(command)
-            return true
+        let accepted = lock.withLock { !stopping }
+        guard accepted else {
+            if case .add(let transfer) = command { transfer.fail(.shutDown) }
+            return
         }
-        if accepted {
-            curl_multi_wakeup(multi)
-        } else if case .add(let transfer) = command {
-            transfer.fail(.shutDown)
+        if loop.inEventLoop {
+            apply(command)
+        } else {
+            let unmanaged = UnmanagedClient(client: Unmanaged.passRetained(self))
+            let box = CommandBox(command: command)
+            let accepted = loop.execute {
+                let client = unmanaged.client.takeRetainedValue()
+                if client.lock.withLock({ client.stopping }) {
+                    if case .add(let transfer) = box.command { transfer.fail(.shutDown) }
+                    return
+                }
+                client.apply(box.command)
+            }
+            if !accepted {
+                unmanaged.client.release()
+                if case .add(let transfer) = command { transfer.fail(.shutDown) }
+            }
         }
     }
 
-    // MARK: The event thread
+    // MARK: On the loop
 
-    private func eventLoop() {
-        var running: Int32 = 0
-        while true {
-            let (pending, stop) = lock.withLock {
-                let pending = commands
-                commands.removeAll()
-                return (pending, stopping)
-            }
-            if stop { break }
-            for command in pending { apply(command) }
-            curl_multi_perform(multi, &running)
-            // libcurl 7.88 can leave a transfer that waited for a connection slot until the next
-            // poll times out; performing again after harvesting starts it now (CINTEROP.md).
-            if harvest() { curl_multi_perform(multi, &running) }
-            _ = harvest()
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+    /// Before the loop sleeps: libcurl asked for a zero timeout (a transfer added, a connection
+    /// slot freed): act on it now.
+    private func beforeWait() -> Int64? {
+        var rounds = 0
+        while timeoutDue, rounds < 8 {
+            timeoutDue = false
+            act(socket: -1, events: 0)
+            rounds += 1
         }
+        return timeoutDue ? 0 : nil
+    }
+
+    /// `curl_multi_socket_action` for a socket (or the timeout, -1), then completes what finished.
+    func act(socket: Int32, events: Int32) {
+        var running: Int32 = 0
+        curl_multi_socket_action(multi, socket, events, &running)
+        // libcurl 7.88 can leave a transfer that waited for a connection slot until its next
+        // timeout; acting on the timeout after harvesting starts it now (CINTEROP.md).
+        if harvest() { timeoutDue = true }
+    }
+
+    /// On the loop: resume a transfer paused for its reader.
+    func resumeOnLoop(_ transfer: Transfer) {
+        apply(.resume(transfer))
+    }
+
+    /// On the loop: stop a transfer; its exchange hears `error`.
+    func cancelOnLoop(_ transfer: Transfer, error: HTTPClientError = .cancelled) {
+        guard active.removeValue(forKey: ObjectIdentifier(transfer)) != nil else { return }
+        curl_multi_remove_handle(multi, transfer.easy)
+        transfer.finish(CURLE_ABORTED_BY_CALLBACK, error: error)
+        Unmanaged.passUnretained(transfer).release()
+    }
+
+    private func stopOnLoop() {
         let remaining = Array(active.values)
         active.removeAll()
         for transfer in remaining {
@@ -181,10 +253,11 @@ public final class HTTPClient: @unchecked Sendable {
             transfer.fail(.shutDown)
             Unmanaged.passUnretained(transfer).release()
         }
-        for command in lock.withLock({ commands }) {
-            if case .add(let transfer) = command { transfer.fail(.shutDown) }
-        }
-        stopped.signal()
+        timer?.cancel()
+        timer = nil
+        timeoutDue = false
+        curl_multi_cleanup(multi)
+        loop.removePreWaitHook(hookToken)
     }
 
     private func apply(_ command: Command) {
@@ -229,6 +302,25 @@ public final class HTTPClient: @unchecked Sendable {
         }
         return any
     }
+}
+
+/// The client, unretained or retained by hand, carried into a loop job.
+struct UnmanagedClient: @unchecked Sendable {
+    let client: Unmanaged<HTTPClient>
+}
+
+/// A command carried into a loop job (its transfer is thread-safe where it is shared).
+struct CommandBox: @unchecked Sendable {
+    let command: HTTPClient.Command
+}
+
+/// A one-shot wake-up between two threads.
+final class OneShot: @unchecked Sendable {
+    // Invariant: `semaphore` is only used through DispatchSemaphore's thread-safe API.
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func signal() { semaphore.signal() }
+    func wait() { semaphore.wait() }
 }
 
 /// `CURLPAUSE_CONT` is a macro expression (`CURLPAUSE_RECV_CONT|CURLPAUSE_SEND_CONT`, both 0) that

@@ -15,6 +15,8 @@ final class Transfer: @unchecked Sendable {
     enum Mode {
         case buffered(limit: Int)
         case streaming(BodyChannel)
+        /// Driven and read on the client's loop (see ``LoopExchange``).
+        case onLoop(LoopExchange)
     }
 
     let easy: OpaquePointer
@@ -91,6 +93,10 @@ final class Transfer: @unchecked Sendable {
     func deliverHead() {
         headDelivered = true
         let head = RawHead(status: status, bytes: headBytes)
+        if case .onLoop(let exchange) = mode {
+            exchange.deliverHead(head)
+            return
+        }
         let waiter = lock.withLock {
             let waiter = headWaiter
             headWaiter = nil
@@ -100,7 +106,14 @@ final class Transfer: @unchecked Sendable {
     }
 
     /// The transfer ended (event thread): resume whoever waits, exactly once.
-    func finish(_ result: CURLcode) {
+    func finish(_ result: CURLcode, error override: HTTPClientError? = nil) {
+        if case .onLoop(let exchange) = mode {
+            let error: HTTPClientError? =
+                override
+                ?? (tooLarge ? .responseTooLarge : result == CURLE_OK ? nil : HTTPClientError.from(result, detail: String(cString: errorBuffer)))
+            exchange.finished(error, head: RawHead(status: status, bytes: headBytes))
+            return
+        }
         typealias Waiters = (CheckedContinuation<(RawHead, [UInt8]), any Error>?, CheckedContinuation<RawHead, any Error>?, Bool)
         let (completion, headWaiter, cancelled): Waiters = lock.withLock {
             guard !finished else { return (nil, nil, false) }
@@ -136,6 +149,10 @@ final class Transfer: @unchecked Sendable {
 
     /// Fails a transfer that never reached libcurl (refused, or the client shut down).
     func fail(_ error: HTTPClientError) {
+        if case .onLoop(let exchange) = mode {
+            exchange.finished(error, head: RawHead(status: status, bytes: headBytes))
+            return
+        }
         let (completion, headWaiter) = lock.withLock {
             finished = true
             let taken = (self.completion, self.headWaiter)
@@ -194,6 +211,10 @@ final class Transfer: @unchecked Sendable {
         case .streaming(let channel):
             if channel.isFinished { return 0 }
             if channel.offer(Array(data)) { return data.count }
+            pausedForWrite = true
+            return Int(CURL_WRITEFUNC_PAUSE)
+        case .onLoop(let exchange):
+            if exchange.offer(data) { return data.count }
             pausedForWrite = true
             return Int(CURL_WRITEFUNC_PAUSE)
         }

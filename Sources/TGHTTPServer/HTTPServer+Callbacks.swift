@@ -173,11 +173,29 @@ extension HTTPServer {
             path: context.target,
             headerFields: context.headerFields
         )
-        let request = ServerRequest(head: head, body: context.body, peer: PeerAddress(CShims_MHD_client_address(connection)))
+        var request = ServerRequest(head: head, body: context.body, peer: PeerAddress(CShims_MHD_client_address(connection)))
+        request.loop = context.daemon.loop
         context.body = []
         switch handler(request) {
         case .response(let response):
             return queue(response, on: connection, daemon: context.daemon)
+        case .deferred(let start):
+            context.isAsync = true
+            start(LoopResponder(server: self, context: context))
+            let lock = lock(for: context)
+            lock.lock()
+            switch context.bridge.startReturned() {
+            case .queue(let response):
+                lock.unlock()
+                return queue(response, on: connection, daemon: context.daemon)
+            case .suspend:
+                context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout)
+                context.daemon.suspend(connection)
+                suspensions.add(1, ordering: .relaxed)
+                deadlines.register(context)
+                lock.unlock()
+                return MHD_Result.YES
+            }
         case .async(let respond):
             context.isAsync = true
             context.startsInline = true

@@ -57,6 +57,17 @@ extension HTTPServer {
                     }
                 }
             }
+        case .source(let source):
+            let reader = SourceReader(source: source, daemon: daemon, connection: connection)
+            let length = response.headerFields[.contentLength].flatMap { UInt64($0) } ?? UInt64.max
+            mhdResponse = MHD_create_response_from_callback(
+                length,
+                32 * 1024,
+                sourceReaderCallback,
+                Unmanaged.passRetained(reader).toOpaque(),
+                sourceFreeCallback
+            )
+            if mhdResponse == nil { source.close() }
         }
         guard let mhdResponse else { return MHD_Result.NO }
         defer { MHD_destroy_response(mhdResponse) }

@@ -16,7 +16,7 @@ extension HTTPServer {
     func dispatchStreaming(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
         let lock = lock(for: context)
         let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon)
-        let request = ServerRequest(
+        var request = ServerRequest(
             head: HTTPRequest(
                 method: context.method,
                 scheme: "http",
@@ -28,6 +28,7 @@ extension HTTPServer {
             peer: PeerAddress(CShims_MHD_client_address(connection)),
             bodyStream: ServerRequestBody(stream: stream)
         )
+        request.loop = context.daemon.loop
         lock.withLock {
             context.bodyStream = stream
             context.isAsync = true
@@ -40,6 +41,12 @@ extension HTTPServer {
                 return stream.failLocked(.requestAnswered)
             }
             wake?.resume()
+        case .deferred(let start):
+            lock.withLock { context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout) }
+            start(LoopResponder(server: self, context: context))
+            lock.withLock {
+                if !context.bridge.isFinished { deadlines.register(context) }
+            }
         case .async(let respond):
             lock.withLock { context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout) }
             context.startsInline = true

@@ -32,6 +32,11 @@ public final class HTTPServer: @unchecked Sendable {
         case response(ServerResponse)
         /// An async function that produces the answer; the connection waits, suspended.
         case async(@Sendable (ServerRequest) async -> ServerResponse)
+        /// Work that goes on from the connection's event loop: `start` runs at once, on the
+        /// loop, with the responder to answer through (once, from any thread; from the loop
+        /// it costs no hop). Until then the connection waits, suspended, under the request's
+        /// deadline.
+        case deferred(@Sendable (LoopResponder) -> Void)
     }
 
     /// Called on an event-loop thread with the complete request. It must not block.
@@ -53,15 +58,19 @@ public final class HTTPServer: @unchecked Sendable {
     /// Loops the server made itself (none when given a group), stopped with it.
     private var ownedLoops: EventLoopGroup?
     private let givenLoops: EventLoopGroup?
+    private let stopsGivenLoops: Bool
     private var started = false
     private var boundPort: UInt16 = 0
 
-    /// A server on `loops` (shared with whatever else runs on them, such as an HTTP client), or
-    /// on `configuration.threads` loops of its own.
-    public init(configuration: Configuration, loops: EventLoopGroup? = nil, handler: @escaping Handler) {
+    /// A server on `loops` (shared with whatever else runs on them, such as HTTP clients; with
+    /// `stopsLoops` they stop after the server's shutdown), or on `configuration.threads` loops
+    /// of its own.
+    public init(configuration: Configuration, loops: EventLoopGroup? = nil, stopsLoops: Bool = false, handler: @escaping Handler) {
         self.configuration = configuration
         self.handler = handler
         self.givenLoops = loops
+        self.stopsGivenLoops = stopsLoops
+        if stopsLoops { ownedLoops = loops }
         self.deadlines = nil
         let heads = self.heads
         let headTimeout = configuration.requestHeadTimeout
@@ -179,13 +188,13 @@ public final class HTTPServer: @unchecked Sendable {
                 continue
             }
             let done = OneShotSignal()
-            loopDaemon.loop.execute {
+            let accepted = loopDaemon.loop.execute {
                 let socket = loopDaemon.quiesce()
                 if socket >= 0 { close(socket) }
                 loopDaemon.stop()
                 done.signal()
             }
-            done.wait()
+            if accepted { done.wait() }
         }
     }
 

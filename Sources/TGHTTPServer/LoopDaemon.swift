@@ -26,6 +26,7 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     let loop: EventLoop
     private(set) var daemon: OpaquePointer?
     private var watchToken = -1
+    private var hookToken = 0
     private var epollFD: Int32 = -1
     private var needsRun = false
     private var suspended = Set<UnsafeMutableRawPointer>()
@@ -51,7 +52,7 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     /// On the loop: watch the daemon's epoll set and run it before every wait.
     func attach() {
         watchToken = loop.watch(epollFD, events: EPOLLIN.rawValue, self)
-        loop.addPreWaitHook { [unowned self] in self.beforeWait() }
+        hookToken = loop.addPreWaitHook { [unowned self] in self.beforeWait() }
         needsRun = true
     }
 
@@ -126,7 +127,11 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
             MHD_run(daemon)
             rounds += 1
         }
-        loop.unwatch(watchToken, fd: epollFD)
+        if watchToken >= 0 {
+            loop.unwatch(watchToken, fd: epollFD)
+            loop.removePreWaitHook(hookToken)
+            watchToken = -1
+        }
         self.daemon = nil
         if suspended.isEmpty {
             MHD_stop_daemon(daemon)

@@ -1,4 +1,5 @@
 public import HTTPTypes
+public import TGEventLoop
 
 /// A request as the server received it: the head, the whole body (at most the configured size)
 /// or, for a route that streams its body, the body as it arrives; and the peer's address.
@@ -14,6 +15,9 @@ public struct ServerRequest: Sendable {
     public var bodyStream: ServerRequestBody?
     /// The TCP peer's address, formatted only when ``remoteAddress`` is read.
     var peer: PeerAddress
+    /// The event loop serving the request (nil for a request made up outside a server). Work a
+    /// handler starts there for a ``HTTPServer/Reply/deferred(_:)`` answer needs no thread hop.
+    public var loop: EventLoop?
 
     public init(head: HTTPRequest, body: [UInt8] = [], remoteAddress: String? = nil) {
         self.head = head

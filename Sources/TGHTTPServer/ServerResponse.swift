@@ -11,6 +11,10 @@ public struct ServerResponse: Sendable {
         /// its length. The closure writes chunks and returns when done; throwing aborts the
         /// connection so the client sees a truncated (invalid) body.
         case stream(@Sendable (ResponseBodyWriter) async throws -> Void)
+        /// A body read on the connection's loop from a source that lives there (an upstream
+        /// transfer on the same loop): no task, no lock, no thread hop. Chunked unless a
+        /// `Content-Length` header field announces its length.
+        case source(any ResponseBodySource)
     }
 
     public var status: HTTPResponse.Status
@@ -31,4 +35,24 @@ public struct ServerResponse: Sendable {
         fields[.contentType] = contentType
         self.init(status: status, headerFields: fields, body: .bytes(Array(body.utf8)))
     }
+}
+
+/// A response body produced on the connection's event loop. Every call comes from that loop.
+public protocol ResponseBodySource: AnyObject, Sendable {
+    /// Copies up to `buffer.count` bytes, or says the body ended, failed, or has nothing yet.
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> ResponseBodyRead
+    /// After ``read(into:)`` answered ``ResponseBodyRead/wait``: call `ready` once, on the loop,
+    /// when there is more to read (or the end, or a failure).
+    func notify(when ready: @escaping () -> Void)
+    /// The response is gone (sent, or the client went away): stop producing and let go.
+    func close()
+}
+
+/// What a ``ResponseBodySource`` read gave.
+public enum ResponseBodyRead: Sendable, Equatable {
+    case bytes(Int)
+    case wait
+    case end
+    /// The body cannot be completed: the connection is closed so the client sees it truncated.
+    case failed
 }

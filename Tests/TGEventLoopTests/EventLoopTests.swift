@@ -41,6 +41,30 @@ import Testing
     }
 }
 
+extension EventLoopTests {
+    /// libcurl schedules its timeout from inside work the loop does before sleeping; the loop must
+    /// wake for it rather than sleep until some unrelated event.
+    @Test func aTimerScheduledByAPreWaitHookWakesTheLoopOnTime() async {
+        let loop = EventLoopGroup(count: 1).loops[0]
+        let clock = ContinuousClock()
+        let started = clock.now
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            loop.execute {
+                var armed = false
+                loop.addPreWaitHook {
+                    if !armed {
+                        armed = true
+                        loop.schedule(at: EventLoop.now() + 50_000_000) { done.resume() }
+                    }
+                    return nil
+                }
+            }
+        }
+        #expect(clock.now - started < .seconds(2))
+        loop.stop()
+    }
+}
+
 final class Counter: Sendable {
     let value = Atomic<Int>(0)
 }

@@ -22,7 +22,10 @@ CURLcode CShims_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value)
 CURLcode CShims_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
 CURLcode CShims_curl_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
 
-// curl_multi_setopt is variadic.
+// curl_multi_setopt is variadic: one wrapper per argument type.
 CURLMcode CShims_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
+CURLMcode CShims_curl_multi_setopt_ptr(CURLM *handle, CURLMoption option, void *value);
+CURLMcode CShims_curl_multi_setopt_socket_function(CURLM *handle, curl_socket_callback value);
+CURLMcode CShims_curl_multi_setopt_timer_function(CURLM *handle, curl_multi_timer_callback value);
 
 #endif

@@ -59,6 +59,21 @@ public struct Application: Sendable {
             switch route.handler {
             case .sync(let handler):
                 return .response(finish(handler(request, info), request, info, route.pattern, started))
+            case .loop(let handler):
+                return .deferred { [info] responder in
+                    handler(
+                        request,
+                        info,
+                        RouteResponder { result in
+                            let response: ServerResponse
+                            switch result {
+                            case .success(let answer): response = answer
+                            case .failure(let error): response = self.answer(error, requestID: info.requestID, route: route.pattern)
+                            }
+                            responder.respond(self.finish(response, request, info, route.pattern, started))
+                        }
+                    )
+                }
             case .async(let handler):
                 return .async { [info] request in
                     let response: ServerResponse

@@ -20,10 +20,12 @@ public struct RequestInfo: Sendable {
 /// Maps method and path to a handler. Literal paths are found by hashing; patterns with `{name}`
 /// segments or a trailing `**` are tried in the order they were added.
 public struct Router: Sendable {
-    /// A handler that needs no I/O runs on the event-loop thread (`sync`); anything else is `async`.
+    /// A handler that needs no I/O runs on the event-loop thread (`sync`); one whose I/O can be
+    /// done from the loop itself starts there and answers later (`loop`); anything else is `async`.
     public enum Handler: Sendable {
         case sync(@Sendable (ServerRequest, RequestInfo) -> ServerResponse)
         case async(@Sendable (ServerRequest, RequestInfo) async throws -> ServerResponse)
+        case loop(@Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void)
     }
 
     struct Route: Sendable {
@@ -150,4 +152,18 @@ extension Router.Segment {
         if case .literal = self { return true }
         return false
     }
+}
+
+/// Answers a ``Router/Handler/loop(_:)`` route, once: a response or an error (which becomes its
+/// HTTP answer in ``Application``, the one place errors are mapped). From any thread.
+public struct RouteResponder: Sendable {
+    let finish: @Sendable (Result<ServerResponse, any Error>) -> Void
+
+    public init(_ finish: @escaping @Sendable (Result<ServerResponse, any Error>) -> Void) {
+        self.finish = finish
+    }
+
+    public func respond(_ response: ServerResponse) { finish(.success(response)) }
+
+    public func fail(_ error: any Error) { finish(.failure(error)) }
 }

@@ -13,6 +13,9 @@ struct ProxyRoutes {
     struct Upstream: Sendable {
         var settings: TokenGateConfiguration.Upstream
         var client: HTTPClient
+        /// One client per event loop of the server, by loop index: a call served on a loop goes
+        /// out on that loop's client (the cached path, ProxyRoutes+Loop.swift). Empty: none.
+        var loopClients: [HTTPClient] = []
         var scheme: String
         var authority: String
         /// The base URL's path without its trailing `/`.
@@ -20,10 +23,11 @@ struct ProxyRoutes {
         /// The configured `headers`, parsed.
         var extraFields: HTTPFields
 
-        init?(_ settings: TokenGateConfiguration.Upstream, client: HTTPClient) {
+        init?(_ settings: TokenGateConfiguration.Upstream, client: HTTPClient, loopClients: [HTTPClient] = []) {
             guard let url = URLComponents(string: settings.baseURL), let scheme = url.scheme, let host = url.host else { return nil }
             self.settings = settings
             self.client = client
+            self.loopClients = loopClients
             self.scheme = scheme.lowercased()
             authority = url.port.map { "\(url.percentEncodedHost ?? host):\($0)" } ?? (url.percentEncodedHost ?? host)
             basePath = url.percentEncodedPath.hasSuffix("/") ? String(url.percentEncodedPath.dropLast()) : url.percentEncodedPath
@@ -59,11 +63,13 @@ struct ProxyRoutes {
             )
         )
         for method in methods {
-            router.add(method, "/api/{upstream}/**", .async { request, info in try await routes.forward(request, info) })
+            router.add(method, "/api/{upstream}/**", .loop { request, info, responder in routes.forwardFromLoop(request, info, responder) })
         }
     }
 
-    private func forward(_ request: ServerRequest, _ info: RequestInfo) async throws -> ServerResponse {
+    /// The async path. `rejected`: a token the API just refused on the loop path (so the first
+    /// try already asks for a fresh one).
+    func forward(_ request: ServerRequest, _ info: RequestInfo, rejected: String? = nil) async throws -> ServerResponse {
         guard let upstream = upstreams[info.parameters["upstream"] ?? ""] else { throw ProxyError.unknownUpstream }
         let settings = upstream.settings
         let method = request.head.method
@@ -77,7 +83,7 @@ struct ProxyRoutes {
                 "This API takes accounts of provider \(settings.provider); this token's account is of \(session.account.provider)."
             )
         }
-        var token = try await auth.upstreamAccessToken(for: session, scopes: settings.scopes)
+        var token = try await auth.upstreamAccessToken(for: session, scopes: settings.scopes, rejected: rejected)
         let upload = try await ProxyUpload.make(request)
         var response = try await send(request, upload, to: upstream, target: target, token: token.value, info: info)
         if response.head.status == .unauthorized, Self.idempotent.contains(method), upload.replayable,
@@ -105,20 +111,7 @@ struct ProxyRoutes {
         token: String,
         info: RequestInfo
     ) async throws -> HTTPClientStreamingResponse {
-        let forwarding = ProxyHeaders.Forwarding(
-            clientAddress: info.clientAddress,
-            proto: publicScheme,
-            host: publicHost,
-            requestID: info.requestID
-        )
-        let query = request.rawQuery
-        let head = HTTPRequest(
-            method: request.head.method,
-            scheme: upstream.scheme,
-            authority: upstream.authority,
-            path: upstream.basePath + target.rawPath + (query.map { "?" + $0 } ?? ""),
-            headerFields: ProxyHeaders.request(request.head.headerFields, token: token, forwarding: forwarding, extra: upstream.extraFields)
-        )
+        let head = upstreamHead(request, to: upstream, target: target, token: token, info: info)
         do {
             return try await upstream.client.stream(
                 head,
@@ -129,6 +122,31 @@ struct ProxyRoutes {
         } catch let error as HTTPClientError {
             throw upload.error(sending: error)
         }
+    }
+
+    /// The request to the API: its URL under the configured base, and the app's fields with the
+    /// upstream token and the forwarding fields.
+    func upstreamHead(
+        _ request: ServerRequest,
+        to upstream: Upstream,
+        target: ProxyTarget,
+        token: String,
+        info: RequestInfo
+    ) -> HTTPRequest {
+        let forwarding = ProxyHeaders.Forwarding(
+            clientAddress: info.clientAddress,
+            proto: publicScheme,
+            host: publicHost,
+            requestID: info.requestID
+        )
+        let query = request.rawQuery
+        return HTTPRequest(
+            method: request.head.method,
+            scheme: upstream.scheme,
+            authority: upstream.authority,
+            path: upstream.basePath + target.rawPath + (query.map { "?" + $0 } ?? ""),
+            headerFields: ProxyHeaders.request(request.head.headerFields, token: token, forwarding: forwarding, extra: upstream.extraFields)
+        )
     }
 
     /// RFC 6750 §3.1: the API says the token itself is the problem.

@@ -1,0 +1,106 @@
+import HTTPTypes
+import TGAuth
+import TGEventLoop
+import TGHTTPClient
+import TGHTTPServer
+
+// The cached proxied call, done on the connection's event loop (docs/architecture.md, "One loop
+// per core"): session and upstream token from memory, the call on the loop's own libcurl
+// client, the answer streamed back from the same loop. No task, no lock, no thread hop. Anything
+// the memory cannot answer (a session or token to load or refresh, a streamed upload, the
+// retry after a 401) takes the async path, `forward`.
+
+extension ProxyRoutes {
+    func forwardFromLoop(_ request: ServerRequest, _ info: RequestInfo, _ responder: RouteResponder) {
+        let slowPath: @Sendable (_ rejected: String?) -> Void = { rejected in
+            Task {
+                do {
+                    responder.respond(try await self.forward(request, info, rejected: rejected))
+                } catch {
+                    responder.fail(error)
+                }
+            }
+        }
+        do {
+            guard let upstream = upstreams[info.parameters["upstream"] ?? ""] else { throw ProxyError.unknownUpstream }
+            let settings = upstream.settings
+            let method = request.head.method
+            guard settings.methods.contains(method.rawValue) else { throw ProxyError.methodNotAllowed(allowed: settings.methods) }
+            let target = try ProxyTarget(rest: info.parameters["rest"] ?? "")
+            guard target.isAllowed(by: settings.pathPrefixes) else { throw ProxyError.pathNotAllowed }
+            guard request.bodyStream == nil, let loop = request.loop, loop.index < upstream.loopClients.count,
+                let session = try auth.cachedSessionForAPI(accessToken: try AuthRoutes.bearer(request)),
+                session.account.provider == settings.provider,
+                let token = auth.cachedUpstreamAccessToken(for: session, scopes: settings.scopes)
+            else {
+                slowPath(nil)
+                return
+            }
+            let client = upstream.loopClients[loop.index]
+            let bodyMethod = [.post, .put, .patch].contains(method)
+            let timeout = Duration.seconds(upstream.settings.timeoutSeconds)
+            let exchange = try client.startOnLoop(
+                upstreamHead(request, to: upstream, target: target, token: token.value, info: info),
+                body: request.body.isEmpty && !bodyMethod ? nil : request.body,
+                headTimeout: timeout,
+                idleTimeout: timeout,
+                wholeBodyUpTo: Self.smallBody
+            )
+            exchange.onFailure = { error in
+                responder.fail(error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable)
+            }
+            let location = locations[settings.name]
+            exchange.onHead = { [unowned exchange] head in
+                if head.status == .unauthorized, Self.idempotent.contains(method), Self.saysInvalidToken(head) {
+                    // The API refused a token that looked valid: the async path gets a fresh one
+                    // and tries once more (the request's body, if any, was read whole).
+                    exchange.cancel()
+                    slowPath(token.value)
+                    return
+                }
+                responder.respond(Self.relay(head, exchange, method: method, location: location))
+            }
+        } catch {
+            responder.fail(error)
+        }
+    }
+
+    /// The API's answer as it is: a small body already complete goes out in one piece, anything
+    /// else is read from the exchange on the loop as it arrives.
+    static func relay(_ head: HTTPResponse, _ exchange: LoopExchange, method: HTTPRequest.Method, location: ProxyLocation?) -> ServerResponse {
+        var fields = ProxyHeaders.response(head.headerFields)
+        if let location, let value = fields[.location], let rewritten = location.rewrite(value) { fields[.location] = rewritten }
+        if exchange.isComplete, method != .head {
+            return ServerResponse(status: head.status, headerFields: fields, body: .bytes(exchange.takeAll()))
+        }
+        return ServerResponse(status: head.status, headerFields: fields, body: .source(ExchangeBody(exchange)))
+    }
+}
+
+/// An upstream exchange as a response body, both on the same loop.
+final class ExchangeBody: ResponseBodySource, @unchecked Sendable {
+    // Invariant: used only on the loop of the exchange and the connection (the server calls a
+    // source only there).
+    let exchange: LoopExchange
+
+    init(_ exchange: LoopExchange) {
+        self.exchange = exchange
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> ResponseBodyRead {
+        switch exchange.read(into: buffer) {
+        case .bytes(let count): .bytes(count)
+        case .wait: .wait
+        case .end: .end
+        case .failed: .failed
+        }
+    }
+
+    func notify(when ready: @escaping () -> Void) {
+        exchange.notify(when: ready)
+    }
+
+    func close() {
+        if !exchange.isComplete { exchange.cancel() }
+    }
+}

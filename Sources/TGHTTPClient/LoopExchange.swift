@@ -1,0 +1,247 @@
+public import HTTPTypes
+import TGEventLoop
+
+/// One request sent from the client's loop thread, answered there: the head through ``onHead``
+/// (or the failure through ``onFailure``), then the body read with ``read(into:)`` as it arrives,
+/// with back-pressure (the transfer pauses above 256 KiB buffered). No task, no lock, no hop:
+/// for a caller that is itself on the loop (an HTTP server's connection on the same loop).
+///
+/// Deadlines: the head must arrive within the head timeout; after it, the body may go quiet
+/// for at most the idle timeout while the reader keeps up. Time the transfer spends paused
+/// because the reader is behind does not count (a slow reader's download is never cut).
+public final class LoopExchange: @unchecked Sendable {
+    // Invariant: every member is used only on the client's loop thread (libcurl calls back there,
+    // and callers must be there).
+
+    /// The response head (with the whole body already buffered when it is small, see
+    /// `wholeBodyUpTo`). Called once, unless ``onFailure`` is called instead.
+    public var onHead: ((HTTPResponse) -> Void)?
+    /// The exchange failed before its head arrived.
+    public var onFailure: ((HTTPClientError) -> Void)?
+
+    let client: HTTPClient
+    var transfer: Transfer?
+    private var chunks: [[UInt8]] = []
+    private var firstChunk = 0
+    private var offset = 0
+    private(set) var buffered = 0
+    private var ended = false
+    private var failure: HTTPClientError?
+    private var waker: (() -> Void)?
+    private var paused = false
+    private var headArrived = false
+    private var headTimer: EventLoopTimer?
+    private var idleTimer: EventLoopTimer?
+    private var lastActivity: Int64 = 0
+    let idleTimeout: Int64
+
+    static let highWater = 256 * 1024
+
+    init(client: HTTPClient, idleTimeout: Duration) {
+        self.client = client
+        self.idleTimeout = Self.nanoseconds(idleTimeout)
+    }
+
+    /// Whether the body is all here (nothing more will arrive).
+    public var isComplete: Bool { ended }
+
+    /// Every buffered byte, for a body known to be complete and small.
+    public func takeAll() -> [UInt8] {
+        var whole: [UInt8] = []
+        whole.reserveCapacity(buffered)
+        for chunk in chunks[firstChunk...] { whole.append(contentsOf: chunk) }
+        if offset > 0 { whole.removeFirst(offset) }
+        chunks = []
+        firstChunk = 0
+        offset = 0
+        buffered = 0
+        return whole
+    }
+
+    /// What a read of the body gave.
+    public enum Read: Equatable {
+        case bytes(Int)
+        case wait
+        case end
+        case failed(HTTPClientError)
+    }
+
+    /// Copies buffered body bytes into `buffer`; when there are none, says whether the body ended,
+    /// failed, or to wait (then ``notify(when:)``).
+    public func read(into buffer: UnsafeMutableRawBufferPointer) -> Read {
+        guard buffered > 0 else {
+            if let failure { return .failed(failure) }
+            return ended ? .end : .wait
+        }
+        var copied = 0
+        while copied < buffer.count, firstChunk < chunks.count {
+            let chunk = chunks[firstChunk]
+            let count = min(buffer.count - copied, chunk.count - offset)
+            chunk.withUnsafeBytes { raw in
+                (buffer.baseAddress! + copied).copyMemory(from: raw.baseAddress! + offset, byteCount: count)
+            }
+            copied += count
+            offset += count
+            if offset == chunk.count {
+                firstChunk += 1
+                offset = 0
+            }
+        }
+        buffered -= copied
+        if firstChunk > 64 || firstChunk == chunks.count {
+            chunks.removeFirst(firstChunk)
+            firstChunk = 0
+        }
+        if paused, buffered <= Self.highWater / 2, let transfer {
+            paused = false
+            lastActivity = EventLoop.now()
+            client.resumeOnLoop(transfer)
+        }
+        return .bytes(copied)
+    }
+
+    /// Calls `ready` once, on the loop, when a read would not wait.
+    public func notify(when ready: @escaping () -> Void) {
+        if buffered > 0 || ended || failure != nil {
+            ready()
+        } else {
+            waker = ready
+        }
+    }
+
+    /// Stops the transfer (the reader went away); nothing is called back afterwards.
+    public func cancel() {
+        onHead = nil
+        onFailure = nil
+        waker = nil
+        stopTimers()
+        if let transfer {
+            self.transfer = nil
+            client.cancelOnLoop(transfer)
+        }
+        chunks = []
+        buffered = 0
+    }
+
+    // MARK: From the transfer (loop thread)
+
+    func started(headTimeout: Duration) {
+        let deadline = EventLoop.now() + Self.nanoseconds(headTimeout)
+        headTimer = client.loop.schedule(at: deadline) { [weak self] in self?.expire() }
+    }
+
+    func deliverHead(_ head: RawHead) {
+        guard !headArrived else { return }
+        headArrived = true
+        headTimer?.cancel()
+        headTimer = nil
+        lastActivity = EventLoop.now()
+        if !ended, failure == nil { armIdleTimer() }
+        let callback = onHead
+        onHead = nil
+        onFailure = nil
+        callback?(head.parse())
+    }
+
+    /// Body bytes from libcurl: kept, or refused with a pause when the reader is behind.
+    func offer(_ data: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard buffered <= Self.highWater else {
+            paused = true
+            return false
+        }
+        chunks.append(Array(data))
+        buffered += data.count
+        lastActivity = EventLoop.now()
+        wake()
+        return true
+    }
+
+    /// The transfer ended: `error` nil for a complete body.
+    func finished(_ error: HTTPClientError?, head: RawHead) {
+        transfer = nil
+        stopTimers()
+        if let error {
+            failure = error
+            chunks = []
+            buffered = 0
+            if !headArrived {
+                headArrived = true
+                let callback = onFailure
+                onHead = nil
+                onFailure = nil
+                callback?(error)
+                return
+            }
+        } else {
+            ended = true
+            if !headArrived { deliverHead(head) }
+        }
+        wake()
+    }
+
+    private func wake() {
+        guard let waker else { return }
+        self.waker = nil
+        waker()
+    }
+
+    private func expire() {
+        headTimer = nil
+        guard let transfer else { return }
+        self.transfer = nil
+        client.cancelOnLoop(transfer, error: .timeout)
+    }
+
+    private func armIdleTimer() {
+        idleTimer = client.loop.schedule(at: lastActivity + idleTimeout) { [weak self] in self?.idleCheck() }
+    }
+
+    private func idleCheck() {
+        idleTimer = nil
+        guard transfer != nil else { return }
+        let now = EventLoop.now()
+        // Paused for the reader: the upstream is not the one being slow.
+        if paused || now - lastActivity < idleTimeout {
+            if paused { lastActivity = now }
+            armIdleTimer()
+            return
+        }
+        expire()
+    }
+
+    private func stopTimers() {
+        headTimer?.cancel()
+        headTimer = nil
+        idleTimer?.cancel()
+        idleTimer = nil
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+    }
+}
+
+extension HTTPClient {
+    /// Starts `request` from the loop's own thread (see ``LoopExchange``). Set the exchange's
+    /// callbacks before returning to the loop. Throws before anything is sent when the URL is refused.
+    ///
+    /// `wholeBodyUpTo`: a response announcing at most this many body bytes is handed over only
+    /// once its body is in (``LoopExchange/isComplete``), so it can be answered in one piece.
+    public func startOnLoop(
+        _ request: HTTPRequest,
+        body: [UInt8]? = nil,
+        headTimeout: Duration,
+        idleTimeout: Duration,
+        wholeBodyUpTo: Int = 0
+    ) throws -> LoopExchange {
+        precondition(loop.inEventLoop, "startOnLoop must be called on the client's loop")
+        let exchange = LoopExchange(client: self, idleTimeout: idleTimeout)
+        let transfer = try Transfer(mode: .onLoop(exchange), handles: handles)
+        transfer.holdHeadUpTo = min(wholeBodyUpTo, LoopExchange.highWater)
+        try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: nil)
+        exchange.transfer = transfer
+        exchange.started(headTimeout: headTimeout)
+        submit(.add(transfer))
+        return exchange
+    }
+}

@@ -1,0 +1,72 @@
+import CMicroHTTPD
+public import TGEventLoop
+
+/// Answers a request whose handler replied ``HTTPServer/Reply/deferred(_:)``.
+public struct LoopResponder: Sendable {
+    let server: HTTPServer
+    let context: RequestContext
+
+    /// The loop the request is served on.
+    public var loop: EventLoop { context.daemon.loop }
+
+    init(server: HTTPServer, context: RequestContext) {
+        self.server = server
+        self.context = context
+    }
+
+    /// Sends `response` (the first answer wins; a later one, or one after the request's deadline
+    /// answered 503, is dropped). From any thread; on ``loop`` there is no hop.
+    public func respond(_ response: ServerResponse) {
+        server.complete(context, with: response)
+    }
+}
+
+/// libmicrohttpd's content reader over a ``ResponseBodySource``, on the connection's loop: when
+/// the source has nothing yet the connection is suspended, and the source's notification resumes it.
+final class SourceReader: @unchecked Sendable {
+    // Invariant: used only on the daemon's loop (libmicrohttpd calls the reader and the free
+    // callback from `MHD_run`; the source notifies on the loop).
+    let source: any ResponseBodySource
+    let daemon: LoopDaemon
+    let connection: OpaquePointer
+
+    init(source: any ResponseBodySource, daemon: LoopDaemon, connection: OpaquePointer) {
+        self.source = source
+        self.daemon = daemon
+        self.connection = connection
+    }
+
+    func read(into destination: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
+        // Shutting down: a body still running when the drain ends is cut.
+        if daemon.closing { return ResponseStream.endWithError }
+        switch source.read(into: UnsafeMutableRawBufferPointer(start: destination, count: capacity)) {
+        case .bytes(let count):
+            return count
+        case .end:
+            return ResponseStream.endOfStream
+        case .failed:
+            return ResponseStream.endWithError
+        case .wait:
+            daemon.suspend(connection)
+            let daemon = daemon
+            let connection = SendableAddress(UnsafeMutableRawPointer(connection))
+            source.notify { daemon.resume(OpaquePointer(connection.pointer)) }
+            return 0
+        }
+    }
+}
+
+let sourceReaderCallback: @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafeMutablePointer<CChar>?, Int) -> Int = {
+    readerPointer,
+    _,
+    buffer,
+    capacity in
+    let reader = Unmanaged<SourceReader>.fromOpaque(readerPointer!).takeUnretainedValue()
+    guard let buffer else { return ResponseStream.endWithError }
+    return reader.read(into: buffer, capacity: capacity)
+}
+
+let sourceFreeCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { readerPointer in
+    let reader = Unmanaged<SourceReader>.fromOpaque(readerPointer!).takeRetainedValue()
+    reader.source.close()
+}

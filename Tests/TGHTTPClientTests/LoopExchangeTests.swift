@@ -1,0 +1,174 @@
+import HTTPTypes
+import Synchronization
+import TGEventLoop
+import TGHTTPServer
+import Testing
+
+@testable import TGHTTPClient
+
+/// A server and a client on the same loops: a request answered by a call to another server,
+/// made and read on the loop that serves it (the cached proxy path's machinery).
+@Suite struct LoopExchangeTests {
+    /// Front server relaying every request to `upstreamPort` through a client on its own loop.
+    final class Relay: Sendable {
+        let loops = EventLoopGroup(count: 2)
+        let clients: [HTTPClient]
+        let server: HTTPServer
+        let servedOnLoop = Atomic<Int>(0)
+
+        init(upstreamPort: UInt16, headTimeout: Duration, idleTimeout: Duration) throws {
+            let clients = loops.loops.map { loop in
+                var configuration = HTTPClient.Configuration()
+                configuration.allowPlainHTTPToLoopbackForTesting = true
+                return HTTPClient(configuration: configuration, loop: loop)
+            }
+            self.clients = clients
+            var configuration = HTTPServer.Configuration()
+            configuration.requestTimeout = .seconds(60)
+            let counter = Counter()
+            server = HTTPServer(configuration: configuration, loops: loops) { request in
+                .deferred { responder in
+                    guard let loop = request.loop, loop.inEventLoop else {
+                        responder.respond(ServerResponse(status: .internalServerError))
+                        return
+                    }
+                    counter.value.add(1, ordering: .relaxed)
+                    do {
+                        let exchange = try clients[loop.index].startOnLoop(
+                            get(upstreamPort, request.head.path ?? "/"),
+                            headTimeout: headTimeout,
+                            idleTimeout: idleTimeout
+                        )
+                        exchange.onFailure = { error in
+                            responder.respond(ServerResponse(status: error == .timeout ? .gatewayTimeout : .badGateway))
+                        }
+                        exchange.onHead = { [unowned exchange] head in
+                            responder.respond(ServerResponse(status: head.status, body: .source(TestExchangeBody(exchange))))
+                        }
+                    } catch {
+                        responder.respond(ServerResponse(status: .badGateway))
+                    }
+                }
+            }
+            counterRef = counter
+            try server.start()
+        }
+
+        let counterRef: Counter
+
+        func stop() async {
+            await server.shutdown()
+            for client in clients { client.shutdown() }
+            loops.stop()
+        }
+    }
+
+    final class Counter: Sendable {
+        let value = Atomic<Int>(0)
+    }
+
+    static func upstream(_ handler: @escaping HTTPServer.Handler) throws -> HTTPServer {
+        var configuration = HTTPServer.Configuration()
+        configuration.threads = 1
+        let server = HTTPServer(configuration: configuration, handler: handler)
+        try server.start()
+        return server
+    }
+
+    @Test func aSlowReaderGetsTheWholeBodyThoughItsPausesExceedTheIdleTimeout() async throws {
+        let chunk = [UInt8](repeating: 0x42, count: 64 * 1024)
+        let upstream = try Self.upstream { _ in
+            .response(ServerResponse(status: .ok, body: .stream { writer in for _ in 0..<128 { try await writer.write(chunk) } }))
+        }
+        let relay = try Relay(upstreamPort: upstream.port, headTimeout: .seconds(5), idleTimeout: .milliseconds(300))
+        let client = testClient()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let response = try await client.stream(get(relay.server.port, "/big"), timeout: .seconds(60))
+        #expect(response.head.status == .ok)
+        var total = 0
+        var reads = 0
+        for try await piece in response {
+            total += piece.count
+            reads += 1
+            // The reader stalls for longer than the relay's idle timeout, many times over.
+            if reads % 16 == 0 { try await Task.sleep(for: .milliseconds(400)) }
+        }
+        #expect(total == 8 << 20)
+        #expect(clock.now - started > .milliseconds(900))
+        #expect(relay.counterRef.value.load(ordering: .relaxed) == 1)
+        client.shutdown()
+        await relay.stop()
+        await upstream.shutdown()
+    }
+
+    @Test func aLateHeadIsATimeoutAtTheHeadDeadline() async throws {
+        let upstream = try Self.upstream { _ in
+            .async { _ in
+                try? await Task.sleep(for: .seconds(3))
+                return ServerResponse(status: .ok)
+            }
+        }
+        let relay = try Relay(upstreamPort: upstream.port, headTimeout: .milliseconds(300), idleTimeout: .seconds(5))
+        let client = testClient()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let response = try await client.send(get(relay.server.port, "/late"), timeout: .seconds(10))
+        #expect(response.head.status == .gatewayTimeout)
+        #expect(clock.now - started < .seconds(2))
+        client.shutdown()
+        await relay.stop()
+        await upstream.shutdown()
+    }
+
+    @Test func anUpstreamGoingQuietMidBodyIsCutAtTheIdleTimeout() async throws {
+        let upstream = try Self.upstream { _ in
+            .response(
+                ServerResponse(
+                    status: .ok,
+                    body: .stream { writer in
+                        try await writer.write(Array("first".utf8))
+                        try await Task.sleep(for: .seconds(3))
+                        try await writer.write(Array("late".utf8))
+                    }
+                )
+            )
+        }
+        let relay = try Relay(upstreamPort: upstream.port, headTimeout: .seconds(5), idleTimeout: .milliseconds(300))
+        let client = testClient()
+        let clock = ContinuousClock()
+        let started = clock.now
+        let response = try await client.stream(get(relay.server.port, "/quiet"), timeout: .seconds(10))
+        #expect(response.head.status == .ok)
+        await #expect(throws: HTTPClientError.self) {
+            for try await _ in response {}
+        }
+        #expect(clock.now - started < .seconds(2))
+        client.shutdown()
+        await relay.stop()
+        await upstream.shutdown()
+    }
+}
+
+/// The exchange as the relay's response body (what TokenGate's proxy does in ProxyRoutes+Loop).
+final class TestExchangeBody: ResponseBodySource, @unchecked Sendable {
+    // Invariant: used only on the loop of the exchange and the connection.
+    let exchange: LoopExchange
+
+    init(_ exchange: LoopExchange) {
+        self.exchange = exchange
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> ResponseBodyRead {
+        switch exchange.read(into: buffer) {
+        case .bytes(let count): .bytes(count)
+        case .wait: .wait
+        case .end: .end
+        case .failed: .failed
+        }
+    }
+
+    func notify(when ready: @escaping () -> Void) { exchange.notify(when: ready) }
+
+    func close() { if !exchange.isComplete { exchange.cancel() } }
+}
