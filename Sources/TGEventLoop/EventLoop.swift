@@ -95,11 +95,12 @@ public final class EventLoop: @unchecked Sendable {
         thread = created
     }
 
-    /// Stops the loop after the work already posted and joins its thread. Whatever owns watchers
-    /// on it must have removed them first. Not from the loop's own thread.
+    /// Stops the loop after the work already posted and joins its thread (from the loop's own
+    /// thread: the loop ends after the current job, unjoined). Whatever owns watchers on it must
+    /// have removed them first.
     public func stop() {
         guard let thread else { return }
-        precondition(!inEventLoop, "EventLoop.stop called on its own thread")
+        let onOwnThread = inEventLoop
         let accepted = inboxLock.withLock { inbox in
             guard !inbox.closed else { return false }
             inbox.jobs.append { [unowned self] in self.running = false }
@@ -107,7 +108,13 @@ public final class EventLoop: @unchecked Sendable {
             return true
         }
         if accepted { wake() }
-        pthread_join(thread, nil)
+        if onOwnThread {
+            // The last owner let go from a job on this very loop (an HTTP client's own loop): the
+            // loop ends after this job, and nobody waits for its thread.
+            pthread_detach(thread)
+        } else {
+            pthread_join(thread, nil)
+        }
         self.thread = nil
     }
 
