@@ -114,6 +114,8 @@ public final class FakeGraphAPI: Sendable {
             }
         case "/bytes":
             let count = Int(request.queryValue("count") ?? "") ?? 0
+            // `pause_ms`: a trickling API (each 64 KiB chunk after that long).
+            let pause = Int(request.queryValue("pause_ms") ?? "") ?? 0
             return .response(
                 ServerResponse(
                     status: .ok,
@@ -123,6 +125,7 @@ public final class FakeGraphAPI: Sendable {
                         var left = count
                         while left > 0 {
                             let size = min(left, chunk.count)
+                            if pause > 0 { try await Task.sleep(for: .milliseconds(pause)) }
                             try await writer.write(size == chunk.count ? chunk : Array(chunk[0..<size]))
                             left -= size
                         }
