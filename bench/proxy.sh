@@ -66,7 +66,7 @@ pids+=($!)
 wait_for "http://127.0.0.1:$MOCK_PORT/.well-known/openid-configuration"
 
 cat >"$work/tokengate.yaml" <<YAML
-server: { host: 127.0.0.1, port: $TG_PORT, connection_limit: 30000, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0, request_timeout_seconds: 60 }
+server: { host: 127.0.0.1, port: $TG_PORT, connection_limit: 30000, max_connections_per_ip: 0, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0, request_timeout_seconds: 60 }
 database: { url: "$database_url", pool_size: 10 }
 log: { level: warning, access_log: false }
 encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$(openssl rand -base64 32)" }] }

@@ -203,6 +203,10 @@ public enum TokenGateApp {
         settings.port = UInt16(clamping: server.port)
         if let threads = server.threads { settings.threads = threads }
         settings.connectionLimit = server.connectionLimit
+        settings.perIPConnectionLimit = server.maxConnectionsPerIP
+        let trusted = TrustedProxies(server.trustedProxies)
+        if !trusted.isEmpty { settings.perIPConnectionLimitExempt = { trusted.isTrusted($0) } }
+        settings.minBodyRate = server.minBodyBytesPerSecond > 0 ? (server.minBodyBytesPerSecond, .seconds(10)) : nil
         settings.connectionTimeoutSeconds = server.connectionTimeoutSeconds
         settings.requestHeadTimeout = server.requestHeadTimeoutSeconds > 0 ? .seconds(server.requestHeadTimeoutSeconds) : nil
         settings.maxBodySize = server.maxBodyBytes

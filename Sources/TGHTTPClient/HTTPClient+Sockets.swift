@@ -9,7 +9,8 @@ import TGEventLoop
 
 /// One socket libcurl asked the loop to watch.
 final class CurlSocket: EventLoopWatcher {
-    unowned let client: HTTPClient
+    /// Weak: the client may be in its deinit (waiting for its shutdown on the loop) meanwhile.
+    weak var client: HTTPClient?
     let socket: Int32
     var token = -1
 
@@ -23,7 +24,7 @@ final class CurlSocket: EventLoopWatcher {
         if events & EPOLLIN.rawValue != 0 { flags |= CURL_CSELECT_IN }
         if events & EPOLLOUT.rawValue != 0 { flags |= CURL_CSELECT_OUT }
         if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 { flags |= CURL_CSELECT_ERR }
-        client.act(socket: socket, events: flags)
+        client?.act(socket: socket, events: flags)
     }
 }
 
@@ -57,9 +58,9 @@ let timerCallback: curl_multi_timer_callback = { _, milliseconds, clientPointer 
     if milliseconds == 0 {
         client.timeoutDue = true
     } else if milliseconds > 0 {
-        client.timer = client.loop.schedule(at: EventLoop.now() + Int64(milliseconds) * 1_000_000) { [unowned client] in
-            client.timer = nil
-            client.act(socket: -1, events: 0)
+        client.timer = client.loop.schedule(at: EventLoop.now() + Int64(milliseconds) * 1_000_000) { [weak client] in
+            client?.timer = nil
+            client?.act(socket: -1, events: 0)
         }
     }
     return 0

@@ -83,7 +83,8 @@ public final class HTTPClient: @unchecked Sendable {
         let context2 = UnmanagedClient(client: Unmanaged.passUnretained(self))
         let accepted = self.loop.execute {
             let client = context2.client.takeUnretainedValue()
-            client.hookToken = client.loop.addPreWaitHook { [unowned client] in client.beforeWait() }
+            // Weak: the client may be in its deinit (waiting for `stopOnLoop`) while the loop runs.
+            client.hookToken = client.loop.addPreWaitHook { [weak client] in client?.beforeWait() }
             hooked.signal()
         }
         // The hook must be in place before the first transfer is added (it starts transfers).

@@ -37,13 +37,28 @@ let connectionNotifyCallback:
             switch code {
             case .CONNECTION_NOTIFY_STARTED:
                 guard let connection else { return }
-                let entry = HeadDeadlines.Entry(socket: CShims_MHD_connection_fd(connection), since: HeadDeadlines.now())
+                let socket = CShims_MHD_connection_fd(connection)
+                var counted: PeerAddress?
+                if let perIP = server.perIP {
+                    let peer = PeerAddress(CShims_MHD_client_address(connection))
+                    if server.configuration.perIPConnectionLimitExempt?(peer.text ?? "") != true {
+                        counted = peer
+                        if !perIP.opened(peer) {
+                            // Over the limit: closed at once (libmicrohttpd sees the socket fail).
+                            shutdown(socket, Int32(SHUT_RDWR))
+                            server.perIPRefusals.add(1, ordering: .relaxed)
+                        }
+                    }
+                }
+                let entry = HeadDeadlines.Entry(socket: socket, since: HeadDeadlines.now(), peer: counted)
                 server.heads.opened(entry)
                 socketContext.pointee = Unmanaged.passRetained(entry).toOpaque()
             default:
                 guard let raw = socketContext.pointee else { return }
                 socketContext.pointee = nil
-                server.heads.closed(Unmanaged<HeadDeadlines.Entry>.fromOpaque(raw).takeRetainedValue())
+                let entry = Unmanaged<HeadDeadlines.Entry>.fromOpaque(raw).takeRetainedValue()
+                if let peer = entry.peer { server.perIP?.closed(peer) }
+                server.heads.closed(entry)
             }
         }
 
@@ -120,12 +135,16 @@ extension HTTPServer {
                 context.stage = .rejected
                 return queue(Self.bodyTooLarge, on: connection, daemon: context.daemon)
             }
+            if let entry = context.connectionEntry, (context.contentLength ?? 0) > 0 || context.headerFields[.transferEncoding] != nil {
+                entry.bodyStarted()
+            }
             if let limits, limits.streams(contentLength: context.contentLength, fields: context.headerFields) {
                 return dispatchStreaming(context, connection: connection)
             }
             return MHD_Result.YES
         case .receiving:
             let count = uploadSize.pointee
+            context.connectionEntry?.bodyReceived(count)
             if count > 0 {
                 uploadSize.pointee = 0
                 guard context.body.count + count <= context.maxBodySize else {
@@ -141,17 +160,24 @@ extension HTTPServer {
                 return MHD_Result.YES
             }
             context.stage = .dispatched
+            context.connectionEntry?.bodyStopped()
             return dispatch(context, connection: connection)
         case .streaming(let received):
             let count = uploadSize.pointee
-            guard count > 0 else { return endStreaming(context, connection: connection) }
+            context.connectionEntry?.bodyReceived(count)
+            guard count > 0 else {
+                context.connectionEntry?.bodyStopped()
+                return endStreaming(context, connection: connection)
+            }
             uploadSize.pointee = 0
             return receiveStreaming(context, received: received, uploadData: uploadData, count: count)
         case .rejected:
+            context.connectionEntry?.bodyReceived(uploadSize.pointee)
             uploadSize.pointee = 0
             return MHD_Result.YES
         case .discarding(let dropped):
             let count = uploadSize.pointee
+            context.connectionEntry?.bodyReceived(count)
             guard count > 0 else { return queue(Self.bodyTooLarge, on: connection, daemon: context.daemon) }
             uploadSize.pointee = 0
             // Reading a little past the limit buys a clean 413; a client that keeps sending is cut off.

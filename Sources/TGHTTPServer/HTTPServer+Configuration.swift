@@ -11,8 +11,17 @@ extension HTTPServer {
         public var threads: Int = HTTPServer.defaultThreadCount
         /// Open connections at most; further clients are refused at accept.
         public var connectionLimit: Int = 4096
-        /// Connections at most from one IP address (0: no per-IP limit).
+        /// Connections at most from one IP address, across all loops (0: no per-IP limit). A
+        /// connection over it is closed as soon as it opens.
         public var perIPConnectionLimit: Int = 0
+        /// Peers the per-IP limit does not apply to (trusted reverse proxies, whose connections
+        /// carry many clients), by address text.
+        public var perIPConnectionLimitExempt: (@Sendable (String) -> Bool)?
+        /// A request body must arrive at this many bytes per second at least, measured over each
+        /// window of this length (slowloris with a trickled body: the connection timeout only
+        /// counts silence); a slower client is disconnected. Time the server itself holds the
+        /// upload back (back-pressure) does not count. nil: no minimum.
+        public var minBodyRate: (bytesPerSecond: Int, window: Duration)? = (1024, .seconds(10))
         /// A connection with no traffic for this many seconds is closed (slow or idle clients).
         public var connectionTimeoutSeconds: Int = 15
         /// A request head (request line and headers) must arrive in full within this long of the

@@ -15,7 +15,7 @@ extension HTTPServer {
     /// First access-handler call (the head): start the handler. Nothing is queued on this call.
     func dispatchStreaming(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
         let lock = lock(for: context)
-        let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon)
+        let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon, entry: context.connectionEntry)
         var request = ServerRequest(
             head: HTTPRequest(
                 method: context.method,

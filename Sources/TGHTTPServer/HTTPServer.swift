@@ -52,6 +52,10 @@ public final class HTTPServer: @unchecked Sendable {
     let locks: [Lock] = (0..<64).map { _ in Lock() }
     /// Connections whose next request head is still arriving (for ``Configuration/requestHeadTimeout``).
     let heads = HeadDeadlines()
+    /// Open connections per client address (nil: no per-IP limit).
+    let perIP: ConnectionsPerIP?
+    /// Connections closed at once for passing the per-IP limit. A counter for metrics and tests.
+    let perIPRefusals = Atomic<Int>(0)
     private(set) var deadlines: DeadlineWatcher!
     private let lifecycleLock = Lock()
     private var daemons: [LoopDaemon] = []
@@ -71,12 +75,15 @@ public final class HTTPServer: @unchecked Sendable {
         self.givenLoops = loops
         self.stopsGivenLoops = stopsLoops
         if stopsLoops { ownedLoops = loops }
+        self.perIP = configuration.perIPConnectionLimit > 0 ? ConnectionsPerIP(limit: configuration.perIPConnectionLimit) : nil
         self.deadlines = nil
         let heads = self.heads
         let headTimeout = configuration.requestHeadTimeout
+        let minBodyRate = configuration.minBodyRate
         self.deadlines = DeadlineWatcher(
             tick: { _ in
                 if let headTimeout { heads.expire(timeout: headTimeout) }
+                if let minBodyRate { heads.expireSlowBodies(bytesPerSecond: minBodyRate.bytesPerSecond, window: minBodyRate.window) }
             },
             expire: { [unowned self] context in
                 self.complete(context, with: Self.timeoutResponse, bodyError: .requestTimedOut)
@@ -95,6 +102,9 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Requests between their request line and their completion, deferred or not.
     public var requestsInFlight: Int { inFlight.load(ordering: .relaxed) }
+
+    /// Connections closed as they opened because their address had too many open already.
+    public var perIPRefusedCount: Int { perIPRefusals.load(ordering: .relaxed) }
 
     /// Requests whose connection had to be suspended while an async handler worked (the others
     /// were answered inline). A counter for metrics and tests.
@@ -236,12 +246,9 @@ public final class HTTPServer: @unchecked Sendable {
             item(.NOTIFY_COMPLETED, completed, context),
             item(.EXTERNAL_LOGGER, logger, UnsafeMutableRawPointer(logTarget)),
         ]
-        // Without a head deadline, connections are not registered at all (no per-request cost).
-        if configuration.requestHeadTimeout != nil {
+        // Without deadlines or a per-IP limit, connections are not registered at all (no cost).
+        if configuration.requestHeadTimeout != nil || configuration.minBodyRate != nil || perIP != nil {
             items.append(item(.NOTIFY_CONNECTION, connections, context))
-        }
-        if configuration.perIPConnectionLimit > 0 {
-            items.append(item(.PER_IP_CONNECTION_LIMIT, configuration.perIPConnectionLimit))
         }
         items.append(item(.END, 0))
         return items

@@ -24,10 +24,33 @@ final class HeadDeadlines: @unchecked Sendable {
         let socket: Int32
         /// Coarse monotonic nanoseconds when the current head started arriving; 0 when none is.
         let since: Atomic<Int64>
+        /// The peer counted against the per-IP connection limit (nil: not counted).
+        let peer: PeerAddress?
+        /// When the current window of a request body began (0: no body arriving, or paused by
+        /// the server for back-pressure), and the bytes received in it.
+        let bodyWindowStart = Atomic<Int64>(0)
+        let bodyWindowBytes = Atomic<Int>(0)
 
-        init(socket: Int32, since: Int64) {
+        init(socket: Int32, since: Int64, peer: PeerAddress? = nil) {
             self.socket = socket
             self.since = Atomic(since)
+            self.peer = peer
+        }
+
+        /// A request body starts arriving (or resumes after a pause of the server's making).
+        func bodyStarted(now: Int64 = HeadDeadlines.now()) {
+            bodyWindowBytes.store(0, ordering: .relaxed)
+            bodyWindowStart.store(now, ordering: .relaxed)
+        }
+
+        /// Body bytes arrived.
+        func bodyReceived(_ count: Int) {
+            bodyWindowBytes.add(count, ordering: .relaxed)
+        }
+
+        /// No body is arriving that the client is responsible for (ended, or paused by the server).
+        func bodyStopped() {
+            bodyWindowStart.store(0, ordering: .relaxed)
         }
     }
 
@@ -57,6 +80,30 @@ final class HeadDeadlines: @unchecked Sendable {
     /// The head arrived in full.
     func headArrived(_ entry: Entry) {
         entry.since.store(0, ordering: .relaxed)
+    }
+
+    /// Shuts down the sockets of connections whose request body arrives slower than
+    /// `bytesPerSecond` over a whole `window` (a trickled body: the connection timeout only
+    /// counts silence); returns how many. A window with enough bytes starts the next one.
+    @discardableResult
+    func expireSlowBodies(bytesPerSecond: Int, window: Duration, now: Int64 = HeadDeadlines.now()) -> Int {
+        let length = window.components.seconds * 1_000_000_000 + window.components.attoseconds / 1_000_000_000
+        let needed = Int(Double(bytesPerSecond) * Double(length) / 1e9)
+        return lock.withLock {
+            var expired = 0
+            for entry in open.values {
+                let start = entry.bodyWindowStart.load(ordering: .relaxed)
+                guard start != 0, now - start >= length else { continue }
+                if entry.bodyWindowBytes.load(ordering: .relaxed) >= needed {
+                    entry.bodyStarted(now: now)
+                    continue
+                }
+                guard entry.bodyWindowStart.compareExchange(expected: start, desired: 0, ordering: .relaxed).exchanged else { continue }
+                shutdown(entry.socket, Int32(SHUT_RDWR))
+                expired += 1
+            }
+            return expired
+        }
     }
 
     /// Shuts down the sockets of connections whose head started `timeout` or more before `now`;

@@ -22,7 +22,10 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     // thread, once `attach()` ran there (before: only by the thread that created the daemon,
     // which has not handed it to the loop yet). libmicrohttpd calls every callback of this
     // daemon from `MHD_run`, that is, on the loop.
-    unowned let server: HTTPServer
+    /// Unchecked: the server's deinit stops its daemons and waits for that on the loop, and
+    /// libmicrohttpd calls back (through this) while it does; a checked unowned reference to an
+    /// object in its deinit traps. The server outlives every use: its deinit returns only after.
+    unowned(unsafe) let server: HTTPServer
     let loop: EventLoop
     private(set) var daemon: OpaquePointer?
     private var watchToken = -1

@@ -77,9 +77,13 @@ final class RequestBodyStream: @unchecked Sendable {
     /// The connection is suspended because the buffer is full.
     private(set) var paused = false
 
-    init(lock: Lock, connection: OpaquePointer, daemon: LoopDaemon) {
+    /// The connection's deadline entry: a pause of the server's making is not the client's slowness.
+    private let entry: HeadDeadlines.Entry?
+
+    init(lock: Lock, connection: OpaquePointer, daemon: LoopDaemon, entry: HeadDeadlines.Entry? = nil) {
         self.lock = lock
         self.daemon = daemon
+        self.entry = entry
         self.connection = connection
     }
 
@@ -140,6 +144,7 @@ final class RequestBodyStream: @unchecked Sendable {
         }
         if buffered > Self.highWater, !paused, let connection {
             paused = true
+            entry?.bodyStopped()
             daemon.suspend(connection)
         }
         return nil
@@ -186,7 +191,10 @@ final class RequestBodyStream: @unchecked Sendable {
     private func resumeLocked() {
         guard paused else { return }
         paused = false
-        if let connection { daemon.resume(connection) }
+        if let connection {
+            entry?.bodyStarted()
+            daemon.resume(connection)
+        }
     }
 
     /// A reader to resume once the lock is released.

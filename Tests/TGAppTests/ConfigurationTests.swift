@@ -101,6 +101,20 @@ import Testing
         #expect(problems(nil, negative).map(\.key).contains("server.request_head_timeout_seconds"))
     }
 
+    @Test func perIPConnectionLimitAndMinimumBodyRateHaveSafeDefaultsTakeZeroForOffAndRefuseNegatives() throws {
+        let database = ["TOKENGATE_DATABASE_URL": "postgresql://127.0.0.1/x"]
+        let defaults = try ConfigurationLoader.load(path: nil, environment: database).server
+        #expect(defaults.maxConnectionsPerIP == 256)
+        #expect(defaults.minBodyBytesPerSecond == 1024)
+        let off = database.merging(["TOKENGATE_SERVER_MAX_CONNECTIONS_PER_IP": "0", "TOKENGATE_SERVER_MIN_BODY_BYTES_PER_SECOND": "0"]) { $1 }
+        let server = try ConfigurationLoader.load(path: nil, environment: off).server
+        #expect(server.maxConnectionsPerIP == 0 && server.minBodyBytesPerSecond == 0)
+        let negative = database.merging(["TOKENGATE_SERVER_MAX_CONNECTIONS_PER_IP": "-1", "TOKENGATE_SERVER_MIN_BODY_BYTES_PER_SECOND": "-5"]) { $1 }
+        let keys = problems(nil, negative).map(\.key)
+        #expect(keys.contains("server.max_connections_per_ip"))
+        #expect(keys.contains("server.min_body_bytes_per_second"))
+    }
+
     @Test func neverPrintsASecretInTheRenderedConfigurationOrADump() throws {
         let secretFile = try write("provider-secret-VALUE", extension: "txt")
         let path = try write(yaml.replacingOccurrences(of: "SECRET_FILE", with: secretFile), extension: "yaml")

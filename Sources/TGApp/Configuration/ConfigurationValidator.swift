@@ -67,6 +67,8 @@ struct ConfigurationValidator {
         }
         if let threads = server.threads { positive(threads, "server.threads") }
         positive(server.connectionLimit, "server.connection_limit")
+        if server.maxConnectionsPerIP < 0 { problem("server.max_connections_per_ip", "must be 0 (no limit) or more") }
+        if server.minBodyBytesPerSecond < 0 { problem("server.min_body_bytes_per_second", "must be 0 (no minimum) or more") }
         positive(server.connectionTimeoutSeconds, "server.connection_timeout_seconds")
         if server.requestHeadTimeoutSeconds < 0 {
             problem("server.request_head_timeout_seconds", "must be 0 (no limit) or a number of seconds")

@@ -39,6 +39,12 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var trustedProxies: [String]
         public var threads: Int?
         public var connectionLimit: Int
+        /// Open connections at most from one client address (0: no limit). Trusted proxies are
+        /// exempt: their connections carry many clients.
+        public var maxConnectionsPerIP: Int
+        /// A request body must arrive at this many bytes per second at least, over each 10 s
+        /// window (a trickled body); 0: no minimum.
+        public var minBodyBytesPerSecond: Int
         public var connectionTimeoutSeconds: Int
         /// A request head must arrive in full within this many seconds (slowloris); 0: no limit.
         public var requestHeadTimeoutSeconds: Int
@@ -54,6 +60,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case publicBaseURL = "public_base_url"
             case trustedProxies = "trusted_proxies"
             case connectionLimit = "connection_limit"
+            case maxConnectionsPerIP = "max_connections_per_ip"
+            case minBodyBytesPerSecond = "min_body_bytes_per_second"
             case connectionTimeoutSeconds = "connection_timeout_seconds"
             case requestHeadTimeoutSeconds = "request_head_timeout_seconds"
             case maxBodyBytes = "max_body_bytes"
@@ -71,6 +79,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
             trustedProxies = try c.value(.trustedProxies, default: [])
             threads = try c.decodeIfPresent(Int.self, forKey: .threads)
             connectionLimit = try c.value(.connectionLimit, default: 4096)
+            maxConnectionsPerIP = try c.value(.maxConnectionsPerIP, default: 256)
+            minBodyBytesPerSecond = try c.value(.minBodyBytesPerSecond, default: 1024)
             connectionTimeoutSeconds = try c.value(.connectionTimeoutSeconds, default: 15)
             requestHeadTimeoutSeconds = try c.value(.requestHeadTimeoutSeconds, default: 30)
             maxBodyBytes = try c.value(.maxBodyBytes, default: 1 << 20)
