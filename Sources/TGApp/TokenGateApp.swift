@@ -135,7 +135,7 @@ public enum TokenGateApp {
                 ProxyRoutes.Upstream(
                     settings,
                     client: upstreamClients[settings.name] ?? makeUpstreamClient(settings),
-                    loopClients: loops?.loops.map { makeUpstreamClient(settings, loop: $0) } ?? []
+                    loopClients: loops.map { group in group.loops.map { makeUpstreamClient(settings, loop: $0, loops: group.loops.count) } } ?? []
                 )
             }
             if !upstreams.isEmpty {
@@ -151,11 +151,13 @@ public enum TokenGateApp {
         Dictionary(configuration.upstreams.map { ($0.name, makeUpstreamClient($0)) }, uniquingKeysWith: { first, _ in first })
     }
 
-    /// `loop`: the client runs there (one per server loop, for the cached path); else on its own.
-    static func makeUpstreamClient(_ upstream: TokenGateConfiguration.Upstream, loop: EventLoop? = nil) -> HTTPClient {
+    /// `loop`: the client runs there (one per server loop, for the cached path, each with its
+    /// share of the API's connections out of `loops`); else on its own.
+    static func makeUpstreamClient(_ upstream: TokenGateConfiguration.Upstream, loop: EventLoop? = nil, loops: Int = 1) -> HTTPClient {
         var settings = HTTPClient.Configuration()
-        settings.maxConnections = upstream.maxConnections
-        settings.maxConnectionsPerHost = upstream.maxConnections
+        let share = (upstream.maxConnections + max(1, loops) - 1) / max(1, loops)
+        settings.maxConnections = share
+        settings.maxConnectionsPerHost = share
         settings.connectTimeout = .seconds(upstream.connectTimeoutSeconds)
         settings.caFile = upstream.caFile
         settings.followRedirects = false

@@ -45,7 +45,7 @@ let connectionNotifyCallback:
                         counted = peer
                         if !perIP.opened(peer) {
                             // Over the limit: closed at once (libmicrohttpd sees the socket fail).
-                            shutdown(socket, Int32(SHUT_RDWR))
+                            shutdown(socket, shutBoth)
                             server.perIPRefusals.add(1, ordering: .relaxed)
                         }
                     }

@@ -4,6 +4,10 @@ import Synchronization
 import Glibc
 #endif
 
+/// `SHUT_RDWR` (2 on every Linux ABI), spelled out: some incremental builds of this module, which
+/// also imports the epoll headers (`CEpoll`), did not find the C constant.
+let shutBoth: Int32 = 2
+
 /// The open connections and, for each, since when its next request head (request line and
 /// headers) has been arriving: since the connection opened, or since its previous request ended.
 ///
@@ -99,7 +103,7 @@ final class HeadDeadlines: @unchecked Sendable {
                     continue
                 }
                 guard entry.bodyWindowStart.compareExchange(expected: start, desired: 0, ordering: .relaxed).exchanged else { continue }
-                shutdown(entry.socket, Int32(SHUT_RDWR))
+                shutdown(entry.socket, shutBoth)
                 expired += 1
             }
             return expired
@@ -119,7 +123,7 @@ final class HeadDeadlines: @unchecked Sendable {
                 guard entry.since.compareExchange(expected: since, desired: 0, ordering: .relaxed).exchanged else {
                     continue
                 }
-                shutdown(entry.socket, Int32(SHUT_RDWR))
+                shutdown(entry.socket, shutBoth)
                 expired += 1
             }
             return expired
