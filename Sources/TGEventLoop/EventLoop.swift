@@ -39,6 +39,8 @@ public final class EventLoop: @unchecked Sendable {
     private var hooks: [(token: Int, hook: PreWaitHook)] = []
     private var nextHookToken = 0
     private var running = true
+    /// Work was made ready on the loop (by a hook, a callback): do not sleep before the next round.
+    private var spin = false
     private var thread: pthread_t?
     private let threadID = Atomic<UInt>(0)
     private static let wakeTag = UInt64.max
@@ -190,6 +192,12 @@ public final class EventLoop: @unchecked Sendable {
         return nextHookToken
     }
 
+    /// Asks for another round without sleeping: something made work ready that a hook (which may
+    /// already have run this round) must see. Loop thread only.
+    public func wakeSoon() {
+        spin = true
+    }
+
     /// Removes a hook (its owner is going away). Loop thread only.
     public func removePreWaitHook(_ token: Int) {
         hooks.removeAll { $0.token == token }
@@ -213,7 +221,8 @@ public final class EventLoop: @unchecked Sendable {
             }
             // After the hooks: they may have scheduled timers (libcurl does, when it starts a transfer).
             if let next = nextTimerDelay() { sleep = min(sleep ?? next, next) }
-            if notified.load(ordering: .acquiring) { sleep = 0 }
+            if spin || notified.load(ordering: .acquiring) { sleep = 0 }
+            spin = false
             let timeout: Int32 = sleep.map { Int32(clamping: ($0 + 999_999) / 1_000_000) } ?? -1
             let count = epoll_wait(epollFD, events, capacity, timeout)
             guard count > 0 else { continue }

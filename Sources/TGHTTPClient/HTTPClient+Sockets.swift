@@ -57,6 +57,7 @@ let timerCallback: curl_multi_timer_callback = { _, milliseconds, clientPointer 
     client.timer = nil
     if milliseconds == 0 {
         client.timeoutDue = true
+        client.loop.wakeSoon()
     } else if milliseconds > 0 {
         client.timer = client.loop.schedule(at: EventLoop.now() + Int64(milliseconds) * 1_000_000) { [weak client] in
             client?.timer = nil

@@ -230,7 +230,10 @@ public final class HTTPClient: @unchecked Sendable {
         curl_multi_socket_action(multi, socket, events, &running)
         // libcurl 7.88 can leave a transfer that waited for a connection slot until its next
         // timeout; acting on the timeout after harvesting starts it now (CINTEROP.md).
-        if harvest() { timeoutDue = true }
+        if harvest() {
+            timeoutDue = true
+            loop.wakeSoon()
+        }
     }
 
     /// On the loop: resume a transfer paused for its reader.

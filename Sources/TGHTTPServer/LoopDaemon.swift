@@ -106,6 +106,7 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
         MHD_resume_connection(OpaquePointer(raw))
         server.suspendedNow.subtract(1, ordering: .relaxed)
         needsRun = true
+        loop.wakeSoon()
     }
 
     /// On the loop: stop accepting; returns the listening socket for the caller to close.

@@ -65,6 +65,49 @@ extension EventLoopTests {
     }
 }
 
+extension EventLoopTests {
+    /// A hook that runs later in a round can make work ready for one that ran earlier (libcurl's
+    /// "act now" while libmicrohttpd's run starts a call): with `wakeSoon` the loop goes round
+    /// again at once instead of sleeping until an unrelated event (here: a timer 2 s away).
+    @Test func workALaterHookMakesReadyForAnEarlierOneIsDoneWithoutSleeping() async {
+        let loop = EventLoopGroup(count: 1).loops[0]
+        let early = await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
+            loop.execute {
+                var due = false
+                var made = false
+                var armed = false
+                var answered = false
+                let answer = { (value: Bool) in
+                    guard !answered else { return }
+                    answered = true
+                    done.resume(returning: value)
+                }
+                loop.addPreWaitHook {
+                    if due {
+                        due = false
+                        answer(true)
+                    }
+                    return nil
+                }
+                loop.addPreWaitHook {
+                    if armed, !made {
+                        made = true
+                        due = true
+                        loop.wakeSoon()
+                    }
+                    return nil
+                }
+                // Armed from a timer, so the round that makes the work ready has no other reason to
+                // come back soon (the inbox's wake-up is long consumed).
+                loop.schedule(at: EventLoop.now() + 20_000_000) { armed = true }
+                loop.schedule(at: EventLoop.now() + 2_000_000_000) { answer(false) }
+            }
+        }
+        #expect(early)
+        loop.stop()
+    }
+}
+
 final class Counter: Sendable {
     let value = Atomic<Int>(0)
 }

@@ -2,6 +2,7 @@ import HTTPTypes
 import Synchronization
 import TGEventLoop
 import TGHTTPServer
+import TGTesting
 import Testing
 
 @testable import TGHTTPClient
@@ -98,6 +99,22 @@ import Testing
         #expect(clock.now - started > .milliseconds(900))
         #expect(relay.counterRef.value.load(ordering: .relaxed) == 1)
         client.shutdown()
+        await relay.stop()
+        await upstream.shutdown()
+    }
+
+    /// A call started from inside libmicrohttpd's run (after the loop's client already had its
+    /// turn that round: many connections ready at once) must start at once; the loop may not
+    /// sleep until some unrelated event.
+    @Test func manyConcurrentCallsNeverWaitForAnUnrelatedEvent() async throws {
+        let upstream = try Self.upstream { _ in .response(ServerResponse(status: .ok, contentType: "text/plain", body: "ok")) }
+        let relay = try Relay(upstreamPort: upstream.port, headTimeout: .seconds(5), idleTimeout: .seconds(5))
+        let url = "http://127.0.0.1:\(relay.server.port)/n"
+        let clock = ContinuousClock()
+        let started = clock.now
+        let result = try await curl(["-s", "-w", "%{http_code}\\n", "--parallel", "--parallel-max", "32"] + Array(repeating: url, count: 400))
+        #expect(result.stdout.split(separator: "\n").filter { $0.hasSuffix("200") }.count == 400)
+        #expect(clock.now - started < .seconds(5))
         await relay.stop()
         await upstream.shutdown()
     }
