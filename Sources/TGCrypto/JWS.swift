@@ -36,7 +36,8 @@ public struct JWS: Sendable, Hashable {
         signature = try Base64URL.decode(utf8: Array(parts[2]))
         signingInput = Array(bytes[0..<(parts[0].count + 1 + parts[1].count)])
 
-        guard let object = JWK.jsonObject(headerJSON), let algorithm = object["alg"] as? String, object["crit"] == nil
+        // RFC 7515 §4.1.1: `alg` must be present; an empty name is no algorithm (found by fuzzing).
+        guard let object = JWK.jsonObject(headerJSON), let algorithm = object["alg"] as? String, !algorithm.isEmpty, object["crit"] == nil
         else { throw .malformed }
         func optionalString(_ name: String) throws(CryptoError) -> String? {
             guard let value = object[name] else { return nil }

@@ -110,7 +110,7 @@ struct JWSVerifyTests {
     }
 
     @Test(arguments: [
-        "not json", "[]", "{}", "{\"alg\":256}", "{\"alg\":null}", "{\"alg\":\"RS256\",\"kid\":1}",
+        "not json", "[]", "{}", "{\"alg\":256}", "{\"alg\":null}", "{\"alg\": \"\"}", "{\"alg\":\"RS256\",\"kid\":1}",
         "{\"alg\":\"RS256\",\"typ\":[]}", "{\"alg\":\"RS256\",\"crit\":[\"b64\"],\"b64\":false}",
     ])
     func refusesHeadersThatAreNotUsableJSONObjects(header: String) {
