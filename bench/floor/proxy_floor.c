@@ -2,14 +2,21 @@
  * The floor of TokenGate's proxy hop on this stack (issue 15's design, done minimally in C):
  * one event loop per thread, each with its own epoll set holding a libmicrohttpd daemon in
  * external mode (MHD_USE_EPOLL, its epoll fd nested in the loop's) and a libcurl multi handle
- * driven by curl_multi_socket_action on the same epoll set, a timerfd for curl's timeouts and
- * MHD's. A request is suspended while libcurl fetches UPSTREAM/<path> with a fixed bearer token,
- * and resumed on the loop thread with the upstream's status and body. No authentication, no
- * cache, no logging: what is left is the cost of the design itself.
+ * driven by curl_multi_socket_action on the same epoll set; curl's and MHD's deadlines bound
+ * epoll_wait. A request is suspended while libcurl fetches UPSTREAM/<path> (keep-alive, a fixed
+ * bearer token), and resumed on the loop thread with the upstream's status and body. No
+ * authentication, no cache, no logging: what is left is the cost of the design itself.
  *
  *   proxy_floor PORT UPSTREAM_BASE [LOOPS]     e.g. proxy_floor 18183 http://127.0.0.1:18181 1
  *
  * Built and run by bench/proxy.sh (cc -O2 ... -lmicrohttpd -lcurl -lpthread). Not shipped.
+ *
+ * The one rule that keeps it from stalling: in external mode libmicrohttpd has no inter-thread
+ * channel (MHD_start_daemon drops MHD_USE_ITC unless it runs its own thread), so
+ * MHD_resume_connection only sets a flag: nothing becomes readable in MHD's epoll fd and
+ * MHD_get_timeout does not count pending resumes. A connection resumed after the last MHD_run
+ * of a turn waits for the next unrelated event. Here every harvest of finished transfers (the
+ * only place that resumes) is followed by MHD_run before the loop sleeps.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -22,18 +29,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TAG_MHD UINT64_MAX
-#define TAG_TIMER (UINT64_MAX - 1)
 
 static const char *upstream_base;
 static unsigned short port;
 
 struct loop {
     int epoll_fd;
-    int timer_fd;
+    long long curl_due_ms; /* libcurl's deadline on CLOCK_MONOTONIC in ms: 0 at once, -1 none */
     struct MHD_Daemon *daemon;
     CURLM *multi;
     CURL *free_handles[256];
@@ -83,19 +89,42 @@ static int on_socket(CURL *easy, curl_socket_t socket, int what, void *user, voi
     return 0;
 }
 
-/* libcurl's next deadline: the loop's timerfd (MHD's timeout bounds epoll_wait instead). */
+static long long now_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec * 1000LL + now.tv_nsec / 1000000;
+}
+
+/* libcurl's next deadline, kept in the loop: it bounds epoll_wait (no timerfd to set per request).
+   0 ("at once", what every new transfer asks for) is run before the loop sleeps. A later deadline
+   gets 1 ms of margin: libcurl rounds up on its own clock, and a timer fired before libcurl sees it
+   expired would not be asked for again (it only calls back when its deadline changes). */
 static int on_timer(CURLM *multi, long timeout_ms, void *user) {
     (void)multi;
     struct loop *loop = user;
-    struct itimerspec spec = {0};
-    if (timeout_ms == 0) {
-        spec.it_value.tv_nsec = 1;
-    } else if (timeout_ms > 0) {
-        spec.it_value.tv_sec = timeout_ms / 1000;
-        spec.it_value.tv_nsec = (timeout_ms % 1000) * 1000000;
-    }
-    timerfd_settime(loop->timer_fd, 0, &spec, NULL);
+    loop->curl_due_ms = timeout_ms < 0 ? -1 : timeout_ms == 0 ? 0 : now_ms() + timeout_ms + 1;
     return 0;
+}
+
+/* Runs libcurl's timer if it is due. */
+static void run_curl_timer(struct loop *loop) {
+    if (loop->curl_due_ms < 0 || (loop->curl_due_ms > 0 && now_ms() < loop->curl_due_ms)) return;
+    loop->curl_due_ms = -1;
+    int running;
+    curl_multi_socket_action(loop->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+}
+
+/* How long epoll_wait may sleep: until libcurl's or libmicrohttpd's next deadline (MHD says 0 while
+   connections are left on its ready list). */
+static int wait_timeout(struct loop *loop) {
+    MHD_UNSIGNED_LONG_LONG mhd_ms;
+    long long timeout = MHD_get_timeout(loop->daemon, &mhd_ms) == MHD_YES ? (long long)mhd_ms : -1;
+    if (loop->curl_due_ms >= 0) {
+        long long left = loop->curl_due_ms == 0 ? 0 : loop->curl_due_ms - now_ms();
+        if (left < 0) left = 0;
+        if (timeout < 0 || left < timeout) timeout = left;
+    }
+    return timeout > 1000 ? 1000 : (int)timeout;
 }
 
 static CURL *easy_handle(struct loop *loop) {
@@ -108,10 +137,11 @@ static CURL *easy_handle(struct loop *loop) {
     return easy;
 }
 
-/* Finished transfers: their requests are resumed, on this thread; MHD_run follows at once. */
-static void harvest(struct loop *loop) {
+/* Finished transfers: their requests are resumed, on this thread. In external mode a resume is only
+   a flag: MHD_run must follow before the loop sleeps (see the top). Returns how many. */
+static int harvest(struct loop *loop) {
     CURLMsg *message;
-    int left;
+    int left, resumed = 0;
     while ((message = curl_multi_info_read(loop->multi, &left))) {
         if (message->msg != CURLMSG_DONE) continue;
         CURL *easy = message->easy_handle;
@@ -127,7 +157,9 @@ static void harvest(struct loop *loop) {
         else curl_easy_cleanup(easy);
         request->done = 1;
         MHD_resume_connection(request->connection);
+        resumed++;
     }
+    return resumed;
 }
 
 static enum MHD_Result on_request(void *user, struct MHD_Connection *connection, const char *url, const char *method,
@@ -181,7 +213,7 @@ static void *run_loop(void *unused) {
     (void)unused;
     struct loop *loop = calloc(1, sizeof *loop);
     loop->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    loop->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    loop->curl_due_ms = -1;
     loop->headers = curl_slist_append(NULL, "Authorization: Bearer upstream-token");
     loop->multi = curl_multi_init();
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
@@ -201,34 +233,28 @@ static void *run_loop(void *unused) {
     int mhd_epoll = MHD_get_daemon_info(loop->daemon, MHD_DAEMON_INFO_EPOLL_FD)->epoll_fd;
     struct epoll_event event = {.events = EPOLLIN, .data.u64 = TAG_MHD};
     epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, mhd_epoll, &event);
-    event.data.u64 = TAG_TIMER;
-    epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, loop->timer_fd, &event);
     struct epoll_event events[128];
     for (;;) {
-        MHD_UNSIGNED_LONG_LONG mhd_timeout;
-        int timeout = -1;
-        if (MHD_get_timeout(loop->daemon, &mhd_timeout) == MHD_YES) timeout = mhd_timeout > 1000 ? 1000 : (int)mhd_timeout;
-        int count = epoll_wait(loop->epoll_fd, events, 128, timeout);
+        int count = epoll_wait(loop->epoll_fd, events, 128, wait_timeout(loop));
         int running;
         for (int index = 0; index < count; index++) {
             uint64_t tag = events[index].data.u64;
-            if (tag == TAG_MHD) continue;
-            if (tag == TAG_TIMER) {
-                uint64_t expirations;
-                (void)!read(loop->timer_fd, &expirations, sizeof expirations);
-                curl_multi_socket_action(loop->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-                continue;
-            }
+            if (tag == TAG_MHD) continue; /* MHD_run below, every turn */
             int flags = (events[index].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
                         (events[index].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
                         (events[index].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
             curl_multi_socket_action(loop->multi, (curl_socket_t)tag, flags, &running);
         }
-        harvest(loop);
-        /* Always: MHD's own events, and connections resumed above (else they wait for the next
-           unrelated event). New requests may start transfers: drive curl once more. */
-        MHD_run(loop->daemon);
-        harvest(loop);
+        /* MHD_run after every harvest that resumed (and once a turn, for MHD's own events and
+           deadlines). New requests add transfers, which ask for curl's timer at once: run it and
+           harvest again (a reused connection may answer within that call) until nothing is due. */
+        int mhd_needed = 1;
+        do {
+            run_curl_timer(loop);
+            if (harvest(loop) > 0) mhd_needed = 1;
+            if (mhd_needed) MHD_run(loop->daemon);
+            mhd_needed = 0;
+        } while (loop->curl_due_ms == 0);
     }
     return NULL;
 }
