@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,8 +38,16 @@
 static const char *upstream_base;
 static unsigned short port;
 
+/* One of libcurl's sockets in the loop's epoll set: the events it is registered for there and the
+   events libcurl wants (EPOLLIN and EPOLLOUT fit in a byte). */
+struct upstream_socket {
+    uint8_t registered;
+    uint8_t wanted;
+};
+
 struct loop {
     int epoll_fd;
+    struct upstream_socket *sockets; /* by descriptor, RLIMIT_NOFILE of them */
     long long curl_due_ms; /* libcurl's deadline on CLOCK_MONOTONIC in ms: 0 at once, -1 none */
     struct MHD_Daemon *daemon;
     CURLM *multi;
@@ -70,23 +79,27 @@ static size_t on_body(char *data, size_t size, size_t count, void *user) {
     return bytes;
 }
 
-/* libcurl tells which sockets to watch: they go into the loop's epoll set. */
-static int on_socket(CURL *easy, curl_socket_t socket, int what, void *user, void *socket_data) {
-    (void)easy;
+/* libcurl tells which sockets to watch: they go into the loop's epoll set, with an epoll_ctl only
+   when the events change. A socket libcurl stops watching (its connection goes back to libcurl's
+   pool) stays registered, so the next transfer on it costs none; if it reports an event while
+   parked (the upstream closed it), it leaves the set then. */
+static int on_socket(CURL *easy, curl_socket_t fd, int what, void *user, void *socket_data) {
+    (void)easy, (void)socket_data;
     struct loop *loop = user;
-    struct epoll_event event = {.data.u64 = (uint64_t)socket};
-    if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(loop->epoll_fd, EPOLL_CTL_DEL, socket, NULL);
-        return 0;
-    }
-    event.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
-    if (socket_data == NULL) {
-        epoll_ctl(loop->epoll_fd, EPOLL_CTL_ADD, socket, &event);
-        curl_multi_assign(loop->multi, socket, (void *)1);
-    } else {
-        epoll_ctl(loop->epoll_fd, EPOLL_CTL_MOD, socket, &event);
-    }
+    struct upstream_socket *socket = &loop->sockets[fd];
+    socket->wanted = what == CURL_POLL_REMOVE ? 0 : (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+    if (socket->wanted == 0 || socket->wanted == socket->registered) return 0;
+    struct epoll_event event = {.events = socket->wanted, .data.u64 = (uint64_t)fd};
+    epoll_ctl(loop->epoll_fd, socket->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &event);
+    socket->registered = socket->wanted;
     return 0;
+}
+
+/* A socket libcurl closes leaves the epoll set by itself: forget it (its number will be reused). */
+static int on_close(void *user, curl_socket_t fd) {
+    struct loop *loop = user;
+    loop->sockets[fd] = (struct upstream_socket){0};
+    return close(fd);
 }
 
 static long long now_ms(void) {
@@ -134,6 +147,8 @@ static CURL *easy_handle(struct loop *loop) {
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(easy, CURLOPT_HTTPHEADER, loop->headers);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, on_close);
+    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, loop);
     return easy;
 }
 
@@ -214,6 +229,9 @@ static void *run_loop(void *unused) {
     struct loop *loop = calloc(1, sizeof *loop);
     loop->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     loop->curl_due_ms = -1;
+    struct rlimit files;
+    getrlimit(RLIMIT_NOFILE, &files);
+    loop->sockets = calloc(files.rlim_cur, sizeof *loop->sockets);
     loop->headers = curl_slist_append(NULL, "Authorization: Bearer upstream-token");
     loop->multi = curl_multi_init();
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
@@ -240,6 +258,11 @@ static void *run_loop(void *unused) {
         for (int index = 0; index < count; index++) {
             uint64_t tag = events[index].data.u64;
             if (tag == TAG_MHD) continue; /* MHD_run below, every turn */
+            if (loop->sockets[tag].wanted == 0) { /* parked in libcurl's pool, and closed or readable */
+                epoll_ctl(loop->epoll_fd, EPOLL_CTL_DEL, (int)tag, NULL);
+                loop->sockets[tag].registered = 0;
+                continue;
+            }
             int flags = (events[index].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
                         (events[index].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
                         (events[index].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
