@@ -8,6 +8,7 @@
  * authentication, no cache, no logging: what is left is the cost of the design itself.
  *
  *   proxy_floor PORT UPSTREAM_BASE [LOOPS]     e.g. proxy_floor 18183 http://127.0.0.1:18181 1
+ *   (UPSTREAM_BASE is scheme://host:port; the request's path replaces its path)
  *
  * Built and run by bench/proxy.sh (cc -O2 ... -lmicrohttpd -lcurl -lpthread). Not shipped.
  *
@@ -51,14 +52,19 @@ struct loop {
     long long curl_due_ms; /* libcurl's deadline on CLOCK_MONOTONIC in ms: 0 at once, -1 none */
     struct MHD_Daemon *daemon;
     CURLM *multi;
-    CURL *free_handles[256];
-    int free_count;
+    CURLU *upstream;                /* UPSTREAM_BASE, parsed once */
     struct curl_slist *headers;
+    struct request *free_requests; /* finished requests, kept for reuse */
+    int free_count;
 };
 
+/* A proxied request. Finished ones are recycled with their easy handle, URL handle and body buffer:
+   no per-request setup beyond the path, no allocation of ours per request. */
 struct request {
+    struct request *next_free;
     struct MHD_Connection *connection;
-    struct loop *loop;
+    CURL *easy;
+    CURLU *url;
     char *body;
     size_t length;
     size_t capacity;
@@ -140,16 +146,44 @@ static int wait_timeout(struct loop *loop) {
     return timeout > 1000 ? 1000 : (int)timeout;
 }
 
-static CURL *easy_handle(struct loop *loop) {
-    if (loop->free_count > 0) return loop->free_handles[--loop->free_count];
-    CURL *easy = curl_easy_init();
-    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, loop->headers);
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, on_close);
-    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, loop);
-    return easy;
+static struct request *take_request(struct loop *loop, struct MHD_Connection *connection) {
+    struct request *request = loop->free_requests;
+    if (request != NULL) {
+        loop->free_requests = request->next_free;
+        loop->free_count--;
+    } else {
+        request = calloc(1, sizeof *request);
+        request->url = curl_url_dup(loop->upstream);
+        request->easy = curl_easy_init();
+        curl_easy_setopt(request->easy, CURLOPT_CURLU, request->url);
+        curl_easy_setopt(request->easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(request->easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+        curl_easy_setopt(request->easy, CURLOPT_HTTPHEADER, loop->headers);
+        curl_easy_setopt(request->easy, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(request->easy, CURLOPT_WRITEDATA, request);
+        curl_easy_setopt(request->easy, CURLOPT_PRIVATE, request);
+        curl_easy_setopt(request->easy, CURLOPT_CLOSESOCKETFUNCTION, on_close);
+        curl_easy_setopt(request->easy, CURLOPT_CLOSESOCKETDATA, loop);
+    }
+    request->connection = connection;
+    request->length = 0;
+    request->status = 0;
+    request->started = request->done = 0;
+    return request;
+}
+
+/* Its transfer is over (removed from the multi handle) and its response sent. */
+static void recycle_request(struct loop *loop, struct request *request) {
+    if (loop->free_count >= 256) {
+        curl_easy_cleanup(request->easy);
+        curl_url_cleanup(request->url);
+        free(request->body);
+        free(request);
+        return;
+    }
+    request->next_free = loop->free_requests;
+    loop->free_requests = request;
+    loop->free_count++;
 }
 
 /* Finished transfers: their requests are resumed, on this thread. In external mode a resume is only
@@ -168,8 +202,6 @@ static int harvest(struct loop *loop) {
             request->status = 502;
         }
         curl_multi_remove_handle(loop->multi, easy);
-        if (loop->free_count < 256) loop->free_handles[loop->free_count++] = easy;
-        else curl_easy_cleanup(easy);
         request->done = 1;
         MHD_resume_connection(request->connection);
         resumed++;
@@ -183,10 +215,7 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
     struct loop *loop = user;
     struct request *request = *state;
     if (request == NULL) {
-        request = calloc(1, sizeof *request);
-        request->connection = connection;
-        request->loop = loop;
-        *state = request;
+        *state = take_request(loop, connection);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -195,8 +224,7 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
     }
     if (request->done) {
         struct MHD_Response *response =
-            MHD_create_response_from_buffer(request->length, request->body, MHD_RESPMEM_MUST_FREE);
-        request->body = NULL;
+            MHD_create_response_from_buffer(request->length, request->body, MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(response, "Content-Type", "application/json");
         enum MHD_Result queued = MHD_queue_response(connection, (unsigned int)request->status, response);
         MHD_destroy_response(response);
@@ -204,23 +232,17 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
     }
     if (request->started) return MHD_YES;
     request->started = 1;
-    char target[2048];
-    snprintf(target, sizeof target, "%s%s", upstream_base, url);
-    CURL *easy = easy_handle(loop);
-    curl_easy_setopt(easy, CURLOPT_URL, target);
-    curl_easy_setopt(easy, CURLOPT_WRITEDATA, request);
-    curl_easy_setopt(easy, CURLOPT_PRIVATE, request);
+    curl_url_set(request->url, CURLUPART_PATH, url, 0);
     MHD_suspend_connection(connection);
-    curl_multi_add_handle(loop->multi, easy);
+    curl_multi_add_handle(loop->multi, request->easy);
     return MHD_YES;
 }
 
 static void on_completed(void *user, struct MHD_Connection *connection, void **state, enum MHD_RequestTerminationCode code) {
-    (void)user, (void)connection, (void)code;
+    (void)connection, (void)code;
     struct request *request = *state;
     if (request == NULL) return;
-    free(request->body);
-    free(request);
+    recycle_request(user, request);
     *state = NULL;
 }
 
@@ -232,6 +254,11 @@ static void *run_loop(void *unused) {
     struct rlimit files;
     getrlimit(RLIMIT_NOFILE, &files);
     loop->sockets = calloc(files.rlim_cur, sizeof *loop->sockets);
+    loop->upstream = curl_url();
+    if (curl_url_set(loop->upstream, CURLUPART_URL, upstream_base, 0) != CURLUE_OK) {
+        fprintf(stderr, "proxy_floor: bad upstream URL %s\n", upstream_base);
+        exit(2);
+    }
     loop->headers = curl_slist_append(NULL, "Authorization: Bearer upstream-token");
     loop->multi = curl_multi_init();
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
