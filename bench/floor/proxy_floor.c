@@ -69,8 +69,7 @@ struct request {
     size_t length;
     size_t capacity;
     long status;
-    int started;
-    int done;
+    int started; /* its transfer (or a refusal): the next call answers */
 };
 
 static size_t on_body(char *data, size_t size, size_t count, void *user) {
@@ -168,7 +167,7 @@ static struct request *take_request(struct loop *loop, struct MHD_Connection *co
     request->connection = connection;
     request->length = 0;
     request->status = 0;
-    request->started = request->done = 0;
+    request->started = 0;
     return request;
 }
 
@@ -202,7 +201,6 @@ static int harvest(struct loop *loop) {
             request->status = 502;
         }
         curl_multi_remove_handle(loop->multi, easy);
-        request->done = 1;
         MHD_resume_connection(request->connection);
         resumed++;
     }
@@ -222,20 +220,20 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
         *upload_size = 0;
         return MHD_YES;
     }
-    if (request->done) {
-        struct MHD_Response *response =
-            MHD_create_response_from_buffer(request->length, request->body, MHD_RESPMEM_PERSISTENT);
-        MHD_add_response_header(response, "Content-Type", "application/json");
-        enum MHD_Result queued = MHD_queue_response(connection, (unsigned int)request->status, response);
-        MHD_destroy_response(response);
-        return queued;
+    if (!request->started) {
+        request->started = 1;
+        if (curl_url_set(request->url, CURLUPART_PATH, url, 0) == CURLUE_OK) {
+            MHD_suspend_connection(connection);
+            curl_multi_add_handle(loop->multi, request->easy);
+            return MHD_YES;
+        }
+        request->status = 400; /* a path libcurl refuses: answered at once */
     }
-    if (request->started) return MHD_YES;
-    request->started = 1;
-    curl_url_set(request->url, CURLUPART_PATH, url, 0);
-    MHD_suspend_connection(connection);
-    curl_multi_add_handle(loop->multi, request->easy);
-    return MHD_YES;
+    struct MHD_Response *response = MHD_create_response_from_buffer(request->length, request->body, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(response, "Content-Type", "application/json");
+    enum MHD_Result queued = MHD_queue_response(connection, (unsigned int)request->status, response);
+    MHD_destroy_response(response);
+    return queued;
 }
 
 static void on_completed(void *user, struct MHD_Connection *connection, void **state, enum MHD_RequestTerminationCode code) {
