@@ -6,7 +6,7 @@ public import TGAuth
 import TGHTTPServer
 import TGPostgres
 
-/// `GET /metrics` (DESIGN.md §5): the Prometheus text format of one registry per instance.
+/// `GET /metrics` (docs/operations.md, "Metrics"): the Prometheus text format of one registry per instance.
 /// The domain counts through swift-metrics (``AuthMetrics``); this records the HTTP side and,
 /// at each scrape, the gauges of the database pool and the caches.
 public final class TokenGateMetrics: Sendable {

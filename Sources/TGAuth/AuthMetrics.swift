@@ -1,6 +1,6 @@
 public import CoreMetrics
 
-/// What the domain counts (DESIGN.md §5), through swift-metrics: the app gives the factory
+/// What the domain counts (docs/operations.md, "Metrics"), through swift-metrics: the app gives the factory
 /// (Prometheus in `serve`), tools and tests may leave it a no-op. Every label set is bounded:
 /// provider names come from the configuration, outcomes and kinds from the lists below.
 public struct AuthMetrics: Sendable {

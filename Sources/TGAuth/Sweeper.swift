@@ -25,7 +25,7 @@ extension AuthService {
     /// The advisory-lock key only one sweeper at a time holds (any instance, any process).
     static let sweeperLockKey: Int64 = 0x546F_6B47_5377_6570  // "TokGSwep"
 
-    /// Clears everything stale (DESIGN.md §1 "Logout and stale accounts"), in bounded batches.
+    /// Clears everything stale (docs/architecture.md, "Sweeper"), in bounded batches.
     /// Returns nil without doing anything when another sweeper holds the lock.
     public func sweep() async throws -> SweepReport? {
         try await database.withConnection { lockHolder in

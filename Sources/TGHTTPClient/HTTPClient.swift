@@ -229,7 +229,7 @@ public final class HTTPClient: @unchecked Sendable {
         var running: Int32 = 0
         curl_multi_socket_action(multi, socket, events, &running)
         // libcurl 7.88 can leave a transfer that waited for a connection slot until its next
-        // timeout; acting on the timeout after harvesting starts it now (CINTEROP.md).
+        // timeout; acting on the timeout after harvesting starts it now (docs/c-libraries.md).
         if harvest() {
             timeoutDue = true
             loop.wakeSoon()

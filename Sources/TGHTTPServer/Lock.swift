@@ -7,7 +7,7 @@ import Darwin
 /// A pthread mutex.
 ///
 /// Used instead of `Synchronization.Mutex` because ThreadSanitizer on Linux reports false positives
-/// on `Mutex` hand-offs between the libmicrohttpd threads and Swift tasks (see CINTEROP.md).
+/// on `Mutex` hand-offs between the libmicrohttpd threads and Swift tasks (see docs/c-libraries.md).
 final class Lock: @unchecked Sendable {
     // Invariant: `mutex` is allocated once, initialised in init and destroyed in deinit; all other
     // access goes through pthread_mutex_lock/unlock, which are thread-safe by definition.

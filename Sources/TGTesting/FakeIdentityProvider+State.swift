@@ -2,7 +2,7 @@ import Foundation
 import TGCrypto
 
 /// A value behind a lock. `NSLock`, like the rest of TGTesting: `Synchronization.Mutex` draws
-/// ThreadSanitizer false positives between libmicrohttpd threads and Swift tasks (CINTEROP.md).
+/// ThreadSanitizer false positives between libmicrohttpd threads and Swift tasks (docs/c-libraries.md).
 final class Locked<Value: Sendable>: @unchecked Sendable {
     // Invariant: `value` is only read or written inside `withLock`, with `lock` held.
     private let lock = NSLock()

@@ -5,7 +5,7 @@ import TGTesting
 import Testing
 
 /// A device is what TokenGate issued a secret for; nothing an app makes up links accounts, and
-/// nobody reaches another device's accounts (DESIGN.md §1 step 5).
+/// nobody reaches another device's accounts (docs/threat_model.md).
 @Suite struct DeviceIsolationTests {
     @Test func aForgedDeviceSecretCannotJoinADevice() async throws {
         try await AuthFlowHarness.run { h in

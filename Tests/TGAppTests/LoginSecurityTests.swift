@@ -4,7 +4,7 @@ import TGPostgres
 import TGTesting
 import Testing
 
-/// The login leg's security properties (DESIGN.md §1 steps 1-3): each test fails if its rule breaks.
+/// The login leg's security properties (docs/threat_model.md): each test fails if its rule breaks.
 @Suite struct LoginSecurityTests {
     /// Redirect URIs that are not byte-for-byte the registered `com.example.app:/oauth2redirect`.
     static let trickyRedirects = [

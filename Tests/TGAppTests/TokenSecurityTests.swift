@@ -6,7 +6,7 @@ import TGPostgres
 import TGTesting
 import Testing
 
-/// The token leg's security properties (DESIGN.md §1 steps 4-5, "Silent token").
+/// The token leg's security properties (docs/threat_model.md).
 @Suite struct TokenSecurityTests {
     typealias AppLogin = AuthFlowHarness.AppLogin
 

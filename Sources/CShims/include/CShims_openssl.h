@@ -9,7 +9,7 @@ void CShims_OPENSSL_free(void *pointer);
 
 // Builds an RSA public key from big-endian modulus and exponent octets (a JWK's `n` and `e`).
 // Why C: OSSL_PARAM_BLD_push_BN keeps the key-NAME pointer until OSSL_PARAM_BLD_to_param, and
-// a Swift string's C pointer lives only for one call (heap-use-after-free, see CINTEROP.md);
+// a Swift string's C pointer lives only for one call (heap-use-after-free, see docs/c-libraries.md);
 // the names here are C string literals with static storage. EVP_PKEY_PUBLIC_KEY is a
 // macro-of-macros Swift cannot see. Returns NULL on failure, the OpenSSL error queue set.
 EVP_PKEY *CShims_EVP_PKEY_from_rsa_components(const unsigned char *n, size_t n_length,

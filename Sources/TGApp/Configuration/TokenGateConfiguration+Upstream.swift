@@ -1,6 +1,6 @@
 extension TokenGateConfiguration {
     /// An API reachable through `/api/{name}/…` with the upstream access token of the caller's
-    /// account (DESIGN.md §1 "Proxy").
+    /// account (docs/proxy.md).
     public struct Upstream: Sendable, Codable {
         public var name: String
         /// Where calls go: `/api/{name}/me/photo` → `{base_url}/me/photo`. https (http only to

@@ -4,7 +4,7 @@ public import HTTPTypes
 import Glibc
 #endif
 
-/// Who the client is behind reverse proxies (DESIGN.md §5): the TCP peer, unless the peer is a
+/// Who the client is behind reverse proxies (docs/operations.md, "Behind nginx"): the TCP peer, unless the peer is a
 /// configured trusted proxy; then the forwarding chain it sent is read from the right, skipping
 /// trusted hops, and the first address that is not a trusted proxy is the client.
 /// `X-Forwarded-For` is read, else RFC 7239 `Forwarded: for=`. Forwarding fields from any other

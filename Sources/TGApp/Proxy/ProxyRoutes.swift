@@ -4,7 +4,7 @@ import TGAuth
 import TGHTTPClient
 import TGHTTPServer
 
-/// `ANY /api/{upstream}/{path…}` (DESIGN.md §1 "Proxy"): the caller's TokenGate access token is
+/// `ANY /api/{upstream}/{path…}` (docs/proxy.md): the caller's TokenGate access token is
 /// swapped for the upstream access token of its account and the call goes to the configured API
 /// only; the answer streams back as the API gave it.
 struct ProxyRoutes {
