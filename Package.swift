@@ -196,7 +196,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TGHTTPClientTests",
-            dependencies: ["TGHTTPClient", "TGHTTPServer", "TGTesting", "TGEventLoop"],
+            dependencies: ["TGHTTPClient", "TGHTTPServer", "TGTesting", "TGEventLoop", "TGApp"],
             swiftSettings: strictSettings
         ),
         .testTarget(

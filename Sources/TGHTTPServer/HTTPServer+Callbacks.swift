@@ -208,20 +208,7 @@ extension HTTPServer {
         case .deferred(let start):
             context.isAsync = true
             start(LoopResponder(server: self, context: context))
-            let lock = lock(for: context)
-            lock.lock()
-            switch context.bridge.startReturned() {
-            case .queue(let response):
-                lock.unlock()
-                return queue(response, on: connection, daemon: context.daemon)
-            case .suspend:
-                context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout)
-                context.daemon.suspend(connection)
-                suspensions.add(1, ordering: .relaxed)
-                deadlines.register(context)
-                lock.unlock()
-                return MHD_Result.YES
-            }
+            return answerOrSuspend(context, connection: connection, task: nil)
         case .async(let respond):
             context.isAsync = true
             context.startsInline = true
@@ -229,21 +216,27 @@ extension HTTPServer {
                 let response = await respond(request)
                 self.complete(context, with: response)
             }
-            let lock = lock(for: context)
-            lock.lock()
-            switch context.bridge.startReturned() {
-            case .queue(let response):
-                lock.unlock()
-                return queue(response, on: connection, daemon: context.daemon)
-            case .suspend:
-                context.task = task
-                context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout)
-                context.daemon.suspend(connection)
-                suspensions.add(1, ordering: .relaxed)
-                deadlines.register(context)
-                lock.unlock()
-                return MHD_Result.YES
-            }
+            return answerOrSuspend(context, connection: connection, task: task)
+        }
+    }
+
+    /// After a deferred or async handler started: queue its answer if it already gave one, else
+    /// suspend the connection under the request's deadline until it does.
+    private func answerOrSuspend(_ context: RequestContext, connection: OpaquePointer, task: Task<Void, Never>?) -> MHD_Result {
+        let lock = lock(for: context)
+        lock.lock()
+        switch context.bridge.startReturned() {
+        case .queue(let response):
+            lock.unlock()
+            return queue(response, on: connection, daemon: context.daemon)
+        case .suspend:
+            context.task = task
+            context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout)
+            context.daemon.suspend(connection)
+            suspensions.add(1, ordering: .relaxed)
+            deadlines.register(context)
+            lock.unlock()
+            return MHD_Result.YES
         }
     }
 

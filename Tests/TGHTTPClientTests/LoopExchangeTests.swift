@@ -5,6 +5,7 @@ import TGHTTPServer
 import TGTesting
 import Testing
 
+@testable import TGApp
 @testable import TGHTTPClient
 
 /// A server and a client on the same loops: a request answered by a call to another server,
@@ -44,7 +45,7 @@ import Testing
                             responder.respond(ServerResponse(status: error == .timeout ? .gatewayTimeout : .badGateway))
                         }
                         exchange.onHead = { [unowned exchange] head in
-                            responder.respond(ServerResponse(status: head.status, body: .source(TestExchangeBody(exchange))))
+                            responder.respond(ServerResponse(status: head.status, body: .source(ExchangeBody(exchange))))
                         }
                     } catch {
                         responder.respond(ServerResponse(status: .badGateway))
@@ -165,27 +166,4 @@ import Testing
         await relay.stop()
         await upstream.shutdown()
     }
-}
-
-/// The exchange as the relay's response body (what TokenGate's proxy does in ProxyRoutes+Loop).
-final class TestExchangeBody: ResponseBodySource, @unchecked Sendable {
-    // Invariant: used only on the loop of the exchange and the connection.
-    let exchange: LoopExchange
-
-    init(_ exchange: LoopExchange) {
-        self.exchange = exchange
-    }
-
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> ResponseBodyRead {
-        switch exchange.read(into: buffer) {
-        case .bytes(let count): .bytes(count)
-        case .wait: .wait
-        case .end: .end
-        case .failed: .failed
-        }
-    }
-
-    func notify(when ready: @escaping () -> Void) { exchange.notify(when: ready) }
-
-    func close() { if !exchange.isComplete { exchange.cancel() } }
 }

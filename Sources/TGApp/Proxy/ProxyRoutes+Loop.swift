@@ -12,28 +12,16 @@ import TGHTTPServer
 
 extension ProxyRoutes {
     func forwardFromLoop(_ request: ServerRequest, _ info: RequestInfo, _ responder: RouteResponder) {
-        let slowPath: @Sendable (_ rejected: String?) -> Void = { rejected in
-            Task {
-                do {
-                    responder.respond(try await self.forward(request, info, rejected: rejected))
-                } catch {
-                    responder.fail(error)
-                }
-            }
-        }
         do {
-            guard let upstream = upstreams[info.parameters["upstream"] ?? ""] else { throw ProxyError.unknownUpstream }
+            let (upstream, target) = try route(request, info)
             let settings = upstream.settings
             let method = request.head.method
-            guard settings.methods.contains(method.rawValue) else { throw ProxyError.methodNotAllowed(allowed: settings.methods) }
-            let target = try ProxyTarget(rest: info.parameters["rest"] ?? "")
-            guard target.isAllowed(by: settings.pathPrefixes) else { throw ProxyError.pathNotAllowed }
             guard request.bodyStream == nil, let loop = request.loop, loop.index < upstream.loopClients.count,
                 let session = try auth.cachedSessionForAPI(accessToken: try AuthRoutes.bearer(request)),
                 session.account.provider == settings.provider,
                 let token = auth.cachedUpstreamAccessToken(for: session, scopes: settings.scopes)
             else {
-                slowPath(nil)
+                forwardAsync(request, info, responder)
                 return
             }
             let client = upstream.loopClients[loop.index]
@@ -55,13 +43,24 @@ extension ProxyRoutes {
                     // The API refused a token that looked valid: the async path gets a fresh one
                     // and tries once more (the request's body, if any, was read whole).
                     exchange.cancel()
-                    slowPath(token.value)
+                    self.forwardAsync(request, info, responder, rejected: token.value)
                     return
                 }
                 responder.respond(Self.relay(head, exchange, method: method, location: location))
             }
         } catch {
             responder.fail(error)
+        }
+    }
+
+    /// The async path (`forward`) in a task of its own, answering through `responder`.
+    func forwardAsync(_ request: ServerRequest, _ info: RequestInfo, _ responder: RouteResponder, rejected: String? = nil) {
+        Task {
+            do {
+                responder.respond(try await forward(request, info, rejected: rejected))
+            } catch {
+                responder.fail(error)
+            }
         }
     }
 

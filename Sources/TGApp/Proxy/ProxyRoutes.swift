@@ -70,12 +70,9 @@ struct ProxyRoutes {
     /// The async path. `rejected`: a token the API just refused on the loop path (so the first
     /// try already asks for a fresh one).
     func forward(_ request: ServerRequest, _ info: RequestInfo, rejected: String? = nil) async throws -> ServerResponse {
-        guard let upstream = upstreams[info.parameters["upstream"] ?? ""] else { throw ProxyError.unknownUpstream }
+        let (upstream, target) = try route(request, info)
         let settings = upstream.settings
         let method = request.head.method
-        guard settings.methods.contains(method.rawValue) else { throw ProxyError.methodNotAllowed(allowed: settings.methods) }
-        let target = try ProxyTarget(rest: info.parameters["rest"] ?? "")
-        guard target.isAllowed(by: settings.pathPrefixes) else { throw ProxyError.pathNotAllowed }
         let session = try await auth.authenticateForAPI(accessToken: try AuthRoutes.bearer(request))
         guard session.account.provider == settings.provider else {
             throw AuthProblem(
@@ -101,6 +98,17 @@ struct ProxyRoutes {
             }
         }
         return try await Self.relay(response, method: method, location: locations[upstream.settings.name])
+    }
+
+    /// The configured API and the checked path of a call, or why it is refused (unknown API,
+    /// method or path not allowed).
+    func route(_ request: ServerRequest, _ info: RequestInfo) throws -> (Upstream, ProxyTarget) {
+        guard let upstream = upstreams[info.parameters["upstream"] ?? ""] else { throw ProxyError.unknownUpstream }
+        let settings = upstream.settings
+        guard settings.methods.contains(request.head.method.rawValue) else { throw ProxyError.methodNotAllowed(allowed: settings.methods) }
+        let target = try ProxyTarget(rest: info.parameters["rest"] ?? "")
+        guard target.isAllowed(by: settings.pathPrefixes) else { throw ProxyError.pathNotAllowed }
+        return (upstream, target)
     }
 
     private func send(
