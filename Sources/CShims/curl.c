@@ -20,6 +20,9 @@ CURLcode CShims_curl_easy_setopt_read_function(CURL *handle, CURLoption option,
 CURLcode CShims_curl_easy_setopt_xferinfo_function(CURL *handle, curl_xferinfo_callback value) {
     return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
 }
+CURLcode CShims_curl_easy_setopt_closesocket_function(CURL *handle, curl_closesocket_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, value);
+}
 CURLcode CShims_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }

@@ -33,9 +33,14 @@ extension HTTPClient {
     func prepare(_ transfer: Transfer, _ request: HTTPRequest, body: HTTPClientRequestBody, timeout: Duration?) throws {
         let url = try validatedURL(request)
         let easy = transfer.easy
+        if transfer.needsCommonOptions {
+            try setCommonOptions(easy)
+            transfer.needsCommonOptions = false
+        }
         let userdata = Unmanaged.passUnretained(transfer).toOpaque()
-        // The first failing option, if any (libcurl copies string options, so the C strings need
-        // to live only for the call).
+        // Every option that differs between requests is set here, each time (the handle keeps
+        // the last request's otherwise; see `EasyHandlePool`). The first failing one, if any
+        // (libcurl copies string options, so the C strings need to live only for the call).
         var failed = CURLE_OK
         func check(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
         func long(_ option: CURLoption, _ value: Int) { check(CShims_curl_easy_setopt_long(easy, option, value)) }
@@ -43,28 +48,16 @@ extension HTTPClient {
             check(value.withCString { CShims_curl_easy_setopt_ptr(easy, option, $0) })
         }
         string(CURLOPT_URL, url)
-        string(CURLOPT_PROTOCOLS_STR, "http,https")
-        // A redirect may not drop to plain HTTP (except to loopback under the test option).
-        string(CURLOPT_REDIR_PROTOCOLS_STR, configuration.allowPlainHTTPToLoopbackForTesting ? "http,https" : "https")
-        // Never route through a proxy named by the environment (http_proxy, …): TokenGate talks to
-        // the hosts its configuration names, directly.
-        string(CURLOPT_PROXY, "")
-        // HTTP/1.1: pausing a transfer (back-pressure) is dependable there in libcurl 7.88.
-        long(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
-        long(CURLOPT_NOSIGNAL, 1)
-        long(CURLOPT_SSL_VERIFYPEER, 1)
-        long(CURLOPT_SSL_VERIFYHOST, 2)
-        if let caFile = configuration.caFile { string(CURLOPT_CAINFO, caFile) }
-        long(CURLOPT_FOLLOWLOCATION, configuration.followRedirects ? 1 : 0)
-        long(CURLOPT_MAXREDIRS, 5)
-        if let timeout { long(CURLOPT_TIMEOUT_MS, Self.milliseconds(timeout)) }
-        long(CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
+        long(CURLOPT_TIMEOUT_MS, timeout.map(Self.milliseconds) ?? 0)
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, userdata))
-        check(CShims_curl_easy_setopt_write_function(easy, CURLOPT_HEADERFUNCTION, headerCallback))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata))
-        check(CShims_curl_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION, writeCallback))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata))
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_READDATA, userdata))
+        // GET, no body, no custom method: what the options below change.
+        long(CURLOPT_HTTPGET, 1)
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, nil))
+        check(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, -1))
 
         let method = request.method
         var hasBody = false
@@ -99,8 +92,6 @@ extension HTTPClient {
         }
         if hasBody {
             long(CURLOPT_POST, 1)
-            check(CShims_curl_easy_setopt_read_function(easy, CURLOPT_READFUNCTION, readCallback))
-            check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_READDATA, userdata))
             if method != .post { string(CURLOPT_CUSTOMREQUEST, method.rawValue) }
         } else if method == .head {
             long(CURLOPT_NOBODY, 1)
@@ -117,10 +108,42 @@ extension HTTPClient {
         if failed != CURLE_OK { throw HTTPClientError.from(failed, detail: "setting up the request") }
     }
 
+    /// The options every request of this client shares, set once per easy handle.
+    private func setCommonOptions(_ easy: OpaquePointer) throws {
+        var failed = CURLE_OK
+        func check(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
+        func long(_ option: CURLoption, _ value: Int) { check(CShims_curl_easy_setopt_long(easy, option, value)) }
+        func string(_ option: CURLoption, _ value: String) {
+            check(value.withCString { CShims_curl_easy_setopt_ptr(easy, option, $0) })
+        }
+        string(CURLOPT_PROTOCOLS_STR, "http,https")
+        // A redirect may not drop to plain HTTP (except to loopback under the test option).
+        string(CURLOPT_REDIR_PROTOCOLS_STR, configuration.allowPlainHTTPToLoopbackForTesting ? "http,https" : "https")
+        // Never route through a proxy named by the environment (http_proxy, …): TokenGate talks to
+        // the hosts its configuration names, directly.
+        string(CURLOPT_PROXY, "")
+        // HTTP/1.1: pausing a transfer (back-pressure) is dependable there in libcurl 7.88.
+        long(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
+        long(CURLOPT_NOSIGNAL, 1)
+        long(CURLOPT_SSL_VERIFYPEER, 1)
+        long(CURLOPT_SSL_VERIFYHOST, 2)
+        if let caFile = configuration.caFile { string(CURLOPT_CAINFO, caFile) }
+        long(CURLOPT_FOLLOWLOCATION, configuration.followRedirects ? 1 : 0)
+        long(CURLOPT_MAXREDIRS, 5)
+        long(CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
+        check(CShims_curl_easy_setopt_write_function(easy, CURLOPT_HEADERFUNCTION, headerCallback))
+        check(CShims_curl_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION, writeCallback))
+        check(CShims_curl_easy_setopt_read_function(easy, CURLOPT_READFUNCTION, readCallback))
+        // Sockets are closed through the client, which takes them out of the loop's epoll set.
+        check(CShims_curl_easy_setopt_closesocket_function(easy, closeSocketCallback))
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_CLOSESOCKETDATA, Unmanaged.passUnretained(self).toOpaque()))
+        if failed != CURLE_OK { throw HTTPClientError.from(failed, detail: "setting up the connection options") }
+    }
+
     /// The URL for `request`, or a refusal: only http/https, and http only to loopback with the
     /// test option.
     func validatedURL(_ request: HTTPRequest) throws -> String {
-        guard let scheme = request.scheme?.lowercased(), let authority = request.authority, !authority.isEmpty else {
+        guard let scheme = request.scheme, let authority = request.authority, !authority.isEmpty else {
             throw HTTPClientError.invalidURL
         }
         let path = request.path ?? "/"
@@ -129,24 +152,38 @@ extension HTTPClient {
         guard path.utf8.first == UInt8(ascii: "/"), !authority.utf8.contains(UInt8(ascii: "@")),
             !authority.utf8.contains(where: unsafe), !path.utf8.contains(where: unsafe)
         else { throw HTTPClientError.invalidURL }
-        switch scheme {
-        case "https":
-            break
-        case "http":
+        let secure: Bool
+        if Self.isScheme(scheme, "https") {
+            secure = true
+        } else if Self.isScheme(scheme, "http") {
             guard configuration.allowPlainHTTPToLoopbackForTesting, Self.isLoopback(host: Self.host(of: authority)) else {
                 throw HTTPClientError.insecureURLRefused
             }
-        default:
+            secure = false
+        } else {
             throw HTTPClientError.invalidURL
         }
-        return "\(scheme)://\(authority)\(path)"
+        var url = secure ? "https://" : "http://"
+        url.reserveCapacity(8 + authority.utf8.count + path.utf8.count)
+        url += authority
+        url += path
+        return url
+    }
+
+    /// `scheme` is `expected` (lowercase ASCII), in any case.
+    private static func isScheme(_ scheme: String, _ expected: StaticString) -> Bool {
+        let actual = scheme.utf8
+        guard actual.count == expected.utf8CodeUnitCount else { return false }
+        return zip(actual, UnsafeBufferPointer(start: expected.utf8Start, count: expected.utf8CodeUnitCount)).allSatisfy {
+            $0 | 0x20 == $1
+        }
     }
 
     static func host(of authority: String) -> String {
         if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") {
             return String(authority[authority.index(after: authority.startIndex)..<end])
         }
-        return String(authority.split(separator: ":", maxSplits: 1).first ?? "")
+        return String(authority[..<(authority.firstIndex(of: ":") ?? authority.endIndex)])
     }
 
     static func isLoopback(host: String) -> Bool {

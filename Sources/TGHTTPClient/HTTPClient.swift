@@ -16,7 +16,8 @@ public import TGEventLoop
 public final class HTTPClient: @unchecked Sendable {
     // Invariants: `multi` is used only on the event thread, except `curl_multi_wakeup`, which libcurl
     // documents as callable from any thread. `commands` and `stopping` are only accessed with
-    // `lock` held. `active` is only touched on the event thread.
+    // `lock` held. `active`, `sockets`, `timer` and `timeoutDue` are only touched on the event
+    // thread.
     public struct Configuration: Sendable {
         /// Connections at most per host (0: no limit).
         public var maxConnectionsPerHost = 32
@@ -52,6 +53,8 @@ public final class HTTPClient: @unchecked Sendable {
     private var stopping = false
     private var active: [ObjectIdentifier: Transfer] = [:]
     var timer: EventLoopTimer?
+    /// Every upstream socket in the loop's epoll set, watched or parked (see `HTTPClient+Sockets`).
+    var sockets: [Int32: CurlSocket] = [:]
     var timeoutDue = false
     private var hookToken = 0
     let handles: EasyHandlePool

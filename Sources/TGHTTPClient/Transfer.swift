@@ -50,9 +50,13 @@ final class Transfer: @unchecked Sendable {
 
     private let handles: EasyHandlePool
 
+    /// The handle is new: the client's common options are not set on it yet (see `EasyHandlePool`).
+    var needsCommonOptions: Bool
+
     init(mode: Mode, handles: EasyHandlePool) throws {
-        guard let easy = handles.take() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
+        guard let (easy, fresh) = handles.take() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
         self.easy = easy
+        needsCommonOptions = fresh
         self.mode = mode
         self.handles = handles
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
@@ -60,7 +64,9 @@ final class Transfer: @unchecked Sendable {
 
     deinit {
         // The client removed the handle from its multi handle before releasing the transfer.
-        handles.give(easy)
+        // The error buffer is freed below; the handle must not keep pointing at it.
+        _ = CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, nil)
+        handles.give(easy, reusable: !needsCommonOptions)
         if let headerList { curl_slist_free_all(headerList) }
         errorBuffer.deallocate()
     }

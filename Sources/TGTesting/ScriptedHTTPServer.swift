@@ -20,6 +20,9 @@ public final class ScriptedHTTPServer: @unchecked Sendable {
     public enum Action: Sendable {
         /// Send these bytes verbatim, then keep the connection for the next request.
         case raw(String)
+        /// Send these bytes verbatim, then close the connection (an idle keep-alive connection
+        /// the server drops).
+        case rawThenClose(String)
         /// Never answer (until the server stops).
         case hang
         /// Close the connection without a word.
@@ -121,13 +124,10 @@ public final class ScriptedHTTPServer: @unchecked Sendable {
             lock.withLock { requests += 1 }
             switch handler(request) {
             case .raw(let text):
-                let bytes = Array(text.utf8)
-                var sent = 0
-                while sent < bytes.count {
-                    let n = bytes[sent...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                    if n <= 0 { return }
-                    sent += n
-                }
+                guard Self.send(text, to: socket) else { return }
+            case .rawThenClose(let text):
+                _ = Self.send(text, to: socket)
+                return
             case .hang:
                 var byte: UInt8 = 0
                 while recv(socket, &byte, 1, 0) > 0 {}
@@ -136,6 +136,17 @@ public final class ScriptedHTTPServer: @unchecked Sendable {
                 return
             }
         }
+    }
+
+    private static func send(_ text: String, to socket: Int32) -> Bool {
+        let bytes = Array(text.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return false }
+            sent += n
+        }
+        return true
     }
 
     private func readRequest(_ socket: Int32, _ buffer: inout [UInt8]) -> Request? {

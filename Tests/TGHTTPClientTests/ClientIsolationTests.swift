@@ -1,8 +1,9 @@
 import Foundation
 import HTTPTypes
-import TGHTTPClient
 import TGTesting
 import Testing
+
+@testable import TGHTTPClient
 
 #if canImport(Glibc)
 import Glibc
@@ -51,6 +52,47 @@ final class RequestLog: @unchecked Sendable {
                 #expect(request.header("Content-Length") == nil)
             }
         }
+        client.shutdown()
+        scripted.stop()
+    }
+
+    /// A connection back in libcurl's pool keeps its socket in the loop's epoll set (no
+    /// `epoll_ctl` per request). When the upstream drops it while idle, the socket leaves the set
+    /// at once, and the next request opens a new connection: nothing hangs and nothing leaks.
+    @Test func anIdleConnectionTheUpstreamDropsLeavesTheEpollSetAndTheNextRequestReconnects() async throws {
+        let log = RequestLog()
+        let scripted = try ScriptedHTTPServer { request in
+            log.append(request)
+            return .rawThenClose("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        }
+        let client = testClient()
+        for _ in 0..<5 {
+            let response = try await client.send(get(scripted.port, "/read"), timeout: .seconds(5))
+            #expect(response.body == Array("ok".utf8))
+            // The dropped connection's socket reports end-of-file while parked and is let go.
+            var left = await client.socketsInEpollSet()
+            for _ in 0..<500 where left > 0 {
+                try await Task.sleep(for: .milliseconds(2))
+                left = await client.socketsInEpollSet()
+            }
+            #expect(left == 0)
+        }
+        #expect(log.all.count == 5)
+        client.shutdown()
+        scripted.stop()
+    }
+
+    /// A connection the upstream keeps is reused by the next request, its socket still watched
+    /// (parked between requests, never added twice).
+    @Test func aKeptConnectionStaysInTheEpollSetBetweenRequests() async throws {
+        let scripted = try ScriptedHTTPServer { _ in .raw("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") }
+        let client = testClient()
+        for _ in 0..<20 {
+            let response = try await client.send(get(scripted.port, "/read"), timeout: .seconds(5))
+            #expect(response.body == Array("ok".utf8))
+            #expect(await client.socketsInEpollSet() == 1)
+        }
+        #expect(scripted.acceptedConnections == 1)
         client.shutdown()
         scripted.stop()
     }

@@ -16,6 +16,7 @@ CURLcode CShims_curl_easy_setopt_write_function(CURL *handle, CURLoption option,
 CURLcode CShims_curl_easy_setopt_read_function(CURL *handle, CURLoption option,
                                                curl_read_callback value);
 CURLcode CShims_curl_easy_setopt_xferinfo_function(CURL *handle, curl_xferinfo_callback value);
+CURLcode CShims_curl_easy_setopt_closesocket_function(CURL *handle, curl_closesocket_callback value);
 
 // curl_easy_getinfo is variadic: one wrapper per result type.
 CURLcode CShims_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);

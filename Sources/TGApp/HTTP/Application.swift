@@ -1,5 +1,6 @@
 import HTTPTypes
 public import Logging
+import Synchronization
 public import TGHTTPServer
 import TGPostgres
 
@@ -150,19 +151,25 @@ public struct Application: Sendable {
         {
             return supplied
         }
-        // glibc's arc4random: the kernel's generator, cheaper per call than OpenSSL's DRBG.
-        var random: (UInt64, UInt64) = (0, 0)
-        withUnsafeMutableBytes(of: &random) { arc4random_buf($0.baseAddress!, 16) }
+        // Unique, not secret (it is echoed and logged): a random per-process prefix and a counter,
+        // so no system call per request.
+        let number = requestCounter.wrappingAdd(1, ordering: .relaxed).newValue
         return String(unsafeUninitializedCapacity: 32) { buffer in
-            withUnsafeBytes(of: random) { bytes in
-                for (index, byte) in bytes.enumerated() {
-                    buffer[2 * index] = hexDigits[Int(byte >> 4)]
-                    buffer[2 * index + 1] = hexDigits[Int(byte & 0xF)]
-                }
+            for index in 0..<16 {
+                let shift = 60 - 4 * UInt64(index)
+                buffer[index] = hexDigits[Int((requestIDPrefix >> shift) & 0xF)]
+                buffer[16 + index] = hexDigits[Int((number >> shift) & 0xF)]
             }
             return 32
         }
     }
+
+    private static let requestIDPrefix: UInt64 = {
+        var prefix: UInt64 = 0
+        withUnsafeMutableBytes(of: &prefix) { arc4random_buf($0.baseAddress!, 8) }
+        return prefix
+    }()
+    private static let requestCounter = Atomic<UInt64>(0)
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 }
