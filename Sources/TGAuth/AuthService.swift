@@ -5,7 +5,7 @@ public import TGPostgres
 /// The mobile auth flow over PostgreSQL: logins, handoff codes, devices, sessions, accounts and
 /// their upstream grants. One per process, shared by all requests; every method is safe to call
 /// from any number of requests and instances at once (the database arbitrates).
-public struct AuthService: Sendable {
+public final class AuthService: Sendable {
     public let database: PostgresClient
     public let vault: TokenVault
     public let providers: [String: OpenIDProvider]

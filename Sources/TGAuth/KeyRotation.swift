@@ -36,10 +36,10 @@ extension AuthService {
             let account = try row.decode(UUID.self, "account_id")
             let token = try row.decode(PostgresBytes.self, "refresh_token")
             var hint = try row.decode(PostgresBytes?.self, "id_token_hint")
-            if let old = hint { hint = try vault.reseal(old, context: TokenVault.Context.idToken(account)) ?? old }
+            if let old = hint { hint = try self.vault.reseal(old, context: TokenVault.Context.idToken(account)) ?? old }
             return """
                 UPDATE upstream_grants SET key_id = \(current), id_token_hint = \(hint),
-                  refresh_token = \(try vault.reseal(token, context: TokenVault.Context.grant(account)) ?? token)
+                  refresh_token = \(try self.vault.reseal(token, context: TokenVault.Context.grant(account)) ?? token)
                 WHERE account_id = \(account)
                 """
         }
@@ -54,7 +54,7 @@ extension AuthService {
             let token = try row.decode(PostgresBytes.self, "access_token")
             let context = TokenVault.Context.accessToken(account, scopeKey: scopeKey)
             return """
-                UPDATE upstream_access_tokens SET access_token = \(try vault.reseal(token, context: context) ?? token),
+                UPDATE upstream_access_tokens SET access_token = \(try self.vault.reseal(token, context: context) ?? token),
                   key_id = \(current) WHERE account_id = \(account) AND scope_key = \(scopeKey)
                 """
         }
@@ -68,7 +68,7 @@ extension AuthService {
             let verifier = try row.decode(PostgresBytes.self, "code_verifier")
             let context = TokenVault.Context.pendingLogin(stateHash)
             return """
-                UPDATE pending_logins SET code_verifier = \(try vault.reseal(verifier, context: context) ?? verifier),
+                UPDATE pending_logins SET code_verifier = \(try self.vault.reseal(verifier, context: context) ?? verifier),
                   key_id = \(current) WHERE state_hash = \(stateHash)
                 """
         }
@@ -82,7 +82,7 @@ extension AuthService {
             let token = try row.decode(PostgresBytes.self, "refresh_token")
             let context = TokenVault.Context.grant(try row.decode(UUID.self, "account_id"))
             return """
-                UPDATE upstream_revocations SET refresh_token = \(try vault.reseal(token, context: context) ?? token),
+                UPDATE upstream_revocations SET refresh_token = \(try self.vault.reseal(token, context: context) ?? token),
                   key_id = \(current) WHERE id = \(id)
                 """
         }

@@ -99,7 +99,7 @@ extension HTTPClient {
             string(CURLOPT_CUSTOMREQUEST, method.rawValue)
         }
         for field in request.headerFields where field.name != .contentLength && field.name != .transferEncoding {
-            transfer.appendHeader("\(field.name.rawName): \(field.value)")
+            transfer.appendHeader(name: field.name.rawName, value: field.value)
         }
         // No "Expect: 100-continue" round trip; no content-type guessed for bodies.
         transfer.appendHeader("Expect:")

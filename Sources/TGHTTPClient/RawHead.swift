@@ -9,6 +9,7 @@ struct RawHead: Sendable {
     /// Header lines become fields; lines that are not `name: value` with a valid name are dropped.
     func parse() -> HTTPResponse {
         var fields = HTTPFields()
+        fields.reserveCapacity(12)
         var lineStart = 0
         let count = bytes.count
         bytes.withUnsafeBufferPointer { buffer in

@@ -75,6 +75,26 @@ final class Transfer: @unchecked Sendable {
         headerList = curl_slist_append(headerList, line)
     }
 
+    /// Appends `name: value` (libcurl copies the line), built in place without a Swift string.
+    func appendHeader(name: String, value: String) {
+        var name = name
+        var value = value
+        name.withUTF8 { name in
+            value.withUTF8 { value in
+                let length = name.count + 2 + value.count
+                withUnsafeTemporaryAllocation(of: CChar.self, capacity: length + 1) { line in
+                    let bytes = UnsafeMutableRawBufferPointer(line)
+                    bytes.copyMemory(from: UnsafeRawBufferPointer(name))
+                    bytes[name.count] = UInt8(ascii: ":")
+                    bytes[name.count + 1] = UInt8(ascii: " ")
+                    UnsafeMutableRawBufferPointer(rebasing: bytes[(name.count + 2)...]).copyMemory(from: UnsafeRawBufferPointer(value))
+                    bytes[length] = 0
+                    headerList = curl_slist_append(headerList, line.baseAddress)
+                }
+            }
+        }
+    }
+
     // MARK: Completion (any thread, under `lock`)
 
     func awaitCompletion(_ continuation: CheckedContinuation<(RawHead, [UInt8]), any Error>) {

@@ -21,6 +21,20 @@ import Testing
         }
     }
 
+    @Test func theHopByHopCheckWithoutHashingIsTheSpelledOutSet() {
+        for name in ProxyHeaders.hopByHop { #expect(ProxyHeaders.isHopByHop(name)) }
+        for name in ["content-type", "content-length", "connection-x", "Connection", "tes", "", "x-request-id", "set-cookie"] {
+            #expect(!ProxyHeaders.isHopByHop(name))
+        }
+        // The answer's own fields pass; hop-by-hop ones, those `Connection` names, cookies and the
+        // API's request id do not.
+        let upstream: HTTPFields = [
+            .contentType: "application/json", .connection: "keep-alive, X-Private", HTTPField.Name("X-Private")!: "1",
+            .transferEncoding: "chunked", .setCookie: "a=b", HTTPField.Name("X-Request-ID")!: "theirs", .eTag: "\"v1\"",
+        ]
+        #expect(ProxyHeaders.response(upstream) == [.contentType: "application/json", .eTag: "\"v1\""])
+    }
+
     @Test func patternsBindParametersAndTheRestOfThePath() {
         var router = Router()
         let handler = Router.Handler.sync { _, _ in ServerResponse(status: .ok) }

@@ -51,6 +51,9 @@ public struct Router: Sendable {
     }
 
     private var literal: [String: [Route]] = [:]
+    /// Bit n set: some literal path is n bytes long (bit 63: 63 or more). A path of another length
+    /// skips the hash lookup (every API call's path is a pattern's).
+    private var literalLengths: UInt64 = 0
     private var patterns: [Pattern] = []
 
     public init() {}
@@ -73,6 +76,7 @@ public struct Router: Sendable {
         }
         guard segments.contains(where: { !$0.isLiteral }) else {
             literal[pattern, default: []].append(route)
+            literalLengths |= 1 << min(63, pattern.utf8.count)
             return
         }
         if let index = patterns.firstIndex(where: { $0.text == pattern }) {
@@ -92,7 +96,7 @@ public struct Router: Sendable {
 
     func match(_ method: HTTPRequest.Method, path: Substring) -> Match {
         var allowed: [HTTPRequest.Method] = []
-        if let routes = literal[String(path)] {
+        if literalLengths & (1 << min(63, path.utf8.count)) != 0, let routes = literal[String(path)] {
             if let route = Self.route(for: method, in: routes) { return .found(route, [:]) }
             allowed += routes.map(\.method)
         }

@@ -40,7 +40,7 @@ enum ProxyHeaders {
         var fields = HTTPFields()
         for field in incoming {
             let name = field.name.canonicalName
-            if managed.contains(name) || dropped.contains(name) || name.hasPrefix("x-tokengate-") { continue }
+            if managed.contains(name) || (!dropped.isEmpty && dropped.contains(name)) || name.hasPrefix("x-tokengate-") { continue }
             fields.append(field)
         }
         for field in extra { fields[field.name] = field.value }
@@ -66,18 +66,33 @@ enum ProxyHeaders {
     static func response(_ upstream: HTTPFields) -> HTTPFields {
         let dropped = droppedByConnection(upstream)
         var fields = HTTPFields()
+        fields.reserveCapacity(upstream.count + 1)
         for field in upstream {
             let name = field.name.canonicalName
-            if hopByHop.contains(name) || dropped.contains(name) || name == "set-cookie" || name == "x-request-id" { continue }
+            if isHopByHop(name) || (!dropped.isEmpty && dropped.contains(name)) || name == "set-cookie" || name == "x-request-id" {
+                continue
+            }
             fields.append(field)
         }
         return fields
     }
 
+    /// `hopByHop.contains(name)` without hashing (every field of every answer comes through here).
+    static func isHopByHop(_ name: String) -> Bool {
+        switch name {
+        case "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "proxy-authenticate",
+            "proxy-authorization":
+            true
+        default: false
+        }
+    }
+
     /// Names listed in `Connection` (hop-by-hop by declaration).
     private static func droppedByConnection(_ fields: HTTPFields) -> Set<String> {
+        let values = fields[values: .connection]
+        guard !values.isEmpty else { return [] }
         var names: Set<String> = []
-        for value in fields[values: .connection] {
+        for value in values {
             for name in value.utf8.split(separator: UInt8(ascii: ",")) {
                 let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
                 guard let first = name.firstIndex(where: { !isBlank($0) }), let last = name.lastIndex(where: { !isBlank($0) }) else {

@@ -7,21 +7,21 @@ import TGHTTPServer
 /// `ANY /api/{upstream}/{path…}` (docs/proxy.md): the caller's TokenGate access token is
 /// swapped for the upstream access token of its account and the call goes to the configured API
 /// only; the answer streams back as the API gave it.
-struct ProxyRoutes {
+final class ProxyRoutes: Sendable {
     /// A configured API and the HTTP client of its own (one slow API cannot take another's
     /// connections).
-    struct Upstream: Sendable {
-        var settings: TokenGateConfiguration.Upstream
-        var client: HTTPClient
+    final class Upstream: Sendable {
+        let settings: TokenGateConfiguration.Upstream
+        let client: HTTPClient
         /// One client per event loop of the server, by loop index: a call served on a loop goes
         /// out on that loop's client (the cached path, ProxyRoutes+Loop.swift). Empty: none.
-        var loopClients: [HTTPClient] = []
-        var scheme: String
-        var authority: String
+        let loopClients: [HTTPClient]
+        let scheme: String
+        let authority: String
         /// The base URL's path without its trailing `/`.
-        var basePath: String
+        let basePath: String
         /// The configured `headers`, parsed.
-        var extraFields: HTTPFields
+        let extraFields: HTTPFields
 
         init?(_ settings: TokenGateConfiguration.Upstream, client: HTTPClient, loopClients: [HTTPClient] = []) {
             guard let url = URLComponents(string: settings.baseURL), let scheme = url.scheme, let host = url.host else { return nil }
@@ -45,6 +45,20 @@ struct ProxyRoutes {
     let publicHost: String
     /// Per API, how its own `Location`s become TokenGate's.
     let locations: [String: ProxyLocation]
+
+    init(
+        upstreams: [String: Upstream],
+        auth: AuthService,
+        publicScheme: String,
+        publicHost: String,
+        locations: [String: ProxyLocation]
+    ) {
+        self.upstreams = upstreams
+        self.auth = auth
+        self.publicScheme = publicScheme
+        self.publicHost = publicHost
+        self.locations = locations
+    }
 
     static func add(to router: inout Router, upstreams: [Upstream], auth: AuthService, publicBaseURL: String) {
         let base = URLComponents(string: publicBaseURL)
