@@ -12,6 +12,8 @@
 #               medians; ratios of req/s and p99 to nginx, and CPU time per request (user + system
 #               of the process over the run, divided by the requests wrk counted) of TokenGate and
 #               of the floor (nginx's would include its upstream, which serves all three).
+#      healthz  GET /healthz through TokenGate vs nginx `return 200` with the same body and
+#               Cache-Control (the bare-route reference), same wrk settings, alternating.
 #   2. burst    BURST (default 10000) requests at once through TokenGate to an upstream that answers
 #               after 1 s (tokengate-bench-server /sleep): successes, time, TokenGate's thread count
 #               before and after, and its peak resident memory (VmHWM).
@@ -53,7 +55,10 @@ psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail 
 "$psql" "$admin_url" -qAt -c "CREATE DATABASE bench" >/dev/null
 database_url=${admin_url%/*}/bench
 
-reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { proxy_pass http://backend; $PROXY_TO_BACKEND }"
+# /healthz: nginx's `return 200` with TokenGate's answer (same body and Cache-Control), the bare-route
+# reference.
+healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateVersion =/ {print $2}' Sources/TGApp/Version.swift)")
+reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { proxy_pass http://backend; $PROXY_TO_BACKEND } location = /healthz { default_type application/json; add_header Cache-Control no-store; return 200 '$healthz_body'; }"
 # The floor runs one loop per core (FLOOR_LOOPS), as nginx runs one worker per core.
 floor_loops=${FLOOR_LOOPS:-$(nproc)}
 "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$floor_loops" >"$work/floor.log" 2>&1 &
@@ -90,7 +95,7 @@ for upstream in bench slow; do
 done
 
 
-: >"$work/t" && : >"$work/n" && : >"$work/f"
+: >"$work/t" && : >"$work/n" && : >"$work/f" && : >"$work/h" && : >"$work/hn"
 errors=""
 # cpu PID: user + system clock ticks the process has used so far.
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -112,6 +117,9 @@ for _ in $(seq "$rounds"); do
     read -r t_rps t_p99 t_cpu t_err <<<"$(per_request_us "$tg_pid" wrk_run "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token")"
     echo "$t_rps $t_p99 $t_cpu" >>"$work/t"
     [ "$t_err" = none ] || errors="$t_err"
+    read -r h_rps _ h_p99 _ <<<"$(wrk_run "http://127.0.0.1:$NGINX_PORT/healthz")"
+    echo "$h_rps $(ms "$h_p99")" >>"$work/hn"
+    per_request_us "$tg_pid" wrk_run "http://127.0.0.1:$TG_PORT/healthz" >>"$work/h"
 done
 t_rps=$(col "$work/t" 1) t_p99=$(col "$work/t" 2) t_cpu=$(col "$work/t" 3) n_rps=$(col "$work/n" 1) n_p99=$(col "$work/n" 2)
 f_rps=$(col "$work/f" 1) f_p99=$(col "$work/f" 2) f_cpu=$(col "$work/f" 3)
@@ -122,6 +130,11 @@ printf '%-8s %10.0f %8.3f %10s %8s %7s %7s  %s\n' nginx "$n_rps" "$n_p99" - 1.00
 printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' floor "$f_rps" "$f_p99" "$f_cpu" "$(ratio "$f_rps" "$n_rps")" "$(ratio "$f_p99" "$n_p99")" 1.00 -
 printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' cached "$t_rps" "$t_p99" "$t_cpu" "$(ratio "$t_rps" "$n_rps")" "$(ratio "$t_p99" "$n_p99")" \
     "$(ratio "$t_cpu" "$f_cpu")" "${errors:-none}"
+hn_rps=$(col "$work/hn" 1) hn_p99=$(col "$work/hn" 2) h_rps=$(col "$work/h" 1) h_p99=$(col "$work/h" 2) h_cpu=$(col "$work/h" 3)
+printf '%-8s %10.0f %8.3f %10s %8s %7s %7s  %s\n' nginx-200 "$hn_rps" "$hn_p99" - 1.00 1.00 - -
+printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' healthz "$h_rps" "$h_p99" "$h_cpu" "$(ratio "$h_rps" "$hn_rps")" "$(ratio "$h_p99" "$hn_p99")" - \
+    "$(awk '{print $4}' "$work/h" | sort -u | tr '\n' ' ')"
+echo "spread (min-max of $rounds rounds): healthz req/s $(sort -g -k1 "$work/h" | awk 'NR==1{a=$1} END{print a"-"$1}'), nginx return 200 req/s $(sort -g -k1 "$work/hn" | awk 'NR==1{a=$1} END{print a"-"$1}')"
 echo "spread (min-max of $rounds rounds): tokengate req/s $(sort -g -k1 "$work/t" | awk 'NR==1{a=$1} END{print a"-"$1}'), floor req/s $(sort -g -k1 "$work/f" | awk 'NR==1{a=$1} END{print a"-"$1}'), nginx req/s $(sort -g -k1 "$work/n" | awk 'NR==1{a=$1} END{print a"-"$1}')"
 
 threads() { awk '/^Threads:/ {print $2}' "/proc/$tg_pid/status"; }
