@@ -15,7 +15,7 @@ public final class LoopExchange: @unchecked Sendable {
 
     /// The response head (with the whole body already buffered when it is small, see
     /// `wholeBodyUpTo`). Called once, unless ``onFailure`` is called instead.
-    public var onHead: ((HTTPResponse) -> Void)?
+    public var onHead: ((RawHead) -> Void)?
     /// The exchange failed before its head arrived.
     public var onFailure: ((HTTPClientError) -> Void)?
 
@@ -140,7 +140,7 @@ public final class LoopExchange: @unchecked Sendable {
         let callback = onHead
         onHead = nil
         onFailure = nil
-        callback?(head.parse())
+        callback?(head)
     }
 
     /// Body bytes from libcurl: kept, or refused with a pause when the reader is behind.

@@ -1,15 +1,31 @@
-import HTTPTypes
+public import HTTPTypes
 
-/// A response head as libcurl delivered it: the status and the header lines' bytes. Parsed on the
-/// caller's task, so the event thread only copies bytes.
-struct RawHead: Sendable {
-    var status: Int
+/// A response head as libcurl delivered it: the status and the header lines' bytes. Parsed by
+/// whoever needs fields (``parse()``), or read line by line where building them would cost more
+/// than the call (``forEachField(_:)``, the proxy's relay), so the event thread only copies bytes.
+public struct RawHead: Sendable {
+    public var status: Int
     var bytes: [UInt8]
 
+    init(status: Int, bytes: [UInt8]) {
+        self.status = status
+        self.bytes = bytes
+    }
+
     /// Header lines become fields; lines that are not `name: value` with a valid name are dropped.
-    func parse() -> HTTPResponse {
+    public func parse() -> HTTPResponse {
         var fields = HTTPFields()
-        fields.reserveCapacity(12)
+        forEachField { name, value in
+            if let fieldName = HTTPField.Name(String(decoding: name, as: UTF8.self)) {
+                fields.append(HTTPField(name: fieldName, value: String(decoding: value, as: UTF8.self)))
+            }
+        }
+        return HTTPResponse(status: .init(code: status), headerFields: fields)
+    }
+
+    /// Each `name: value` line, the value without surrounding spaces and tabs (lines without a
+    /// colon are skipped; the name is not checked).
+    public func forEachField(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Void) {
         var lineStart = 0
         let count = bytes.count
         bytes.withUnsafeBufferPointer { buffer in
@@ -23,17 +39,18 @@ struct RawHead: Sendable {
                     while valueStart < end, buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09 { valueStart += 1 }
                     var valueEnd = end
                     while valueEnd > valueStart, buffer[valueEnd - 1] == 0x20 || buffer[valueEnd - 1] == 0x09 { valueEnd -= 1 }
-                    let name = String(decoding: UnsafeBufferPointer(rebasing: buffer[lineStart..<colon]), as: UTF8.self)
-                    if let fieldName = HTTPField.Name(name) {
-                        let value = String(decoding: UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd]), as: UTF8.self)
-                        fields.append(HTTPField(name: fieldName, value: value))
-                    }
+                    body(
+                        UnsafeBufferPointer(rebasing: buffer[lineStart..<colon]),
+                        UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])
+                    )
                 }
                 lineStart = lineEnd + 1
             }
         }
-        return HTTPResponse(status: .init(code: status), headerFields: fields)
     }
+
+    /// The announced `Content-Length`, if there is one and it is well-formed.
+    public var contentLength: Int? { Self.contentLength(in: bytes) }
 
     /// The `Content-Length` in raw header lines, if one is there and well-formed (scanned on the
     /// event thread without building fields).

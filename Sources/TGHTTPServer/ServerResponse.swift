@@ -21,6 +21,8 @@ public struct ServerResponse: Sendable {
     /// Header fields. `Transfer-Encoding` and `Connection` are managed by the server and ignored
     /// here, and so is `Content-Length` except as the announced length of a streamed body.
     public var headerFields: HTTPFields
+    /// More fields, already checked, sent after ``headerFields`` (a proxied answer's own).
+    public var rawHeaderFields = RawHeaderFields()
     public var body: Body
 
     public init(status: HTTPResponse.Status, headerFields: HTTPFields = [:], body: Body = .bytes([])) {

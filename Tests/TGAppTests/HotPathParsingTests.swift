@@ -1,5 +1,6 @@
 import HTTPTypes
 import TGAuth
+@testable import TGHTTPClient
 import TGHTTPServer
 import Testing
 
@@ -33,6 +34,41 @@ import Testing
             .transferEncoding: "chunked", .setCookie: "a=b", HTTPField.Name("X-Request-ID")!: "theirs", .eTag: "\"v1\"",
         ]
         #expect(ProxyHeaders.response(upstream) == [.contentType: "application/json", .eTag: "\"v1\""])
+    }
+
+    /// The cached path relays an answer's fields from libcurl's bytes to libmicrohttpd's: it keeps
+    /// and drops exactly what the field-by-field relay of the async path does.
+    @Test func theRawRelayKeepsAndDropsWhatTheFieldRelayDoes() {
+        let lines = [
+            "Content-Type: application/json", "Connection: keep-alive, X-Private", "x-private: 1", "Keep-Alive: timeout=5",
+            "Transfer-Encoding: chunked", "Set-Cookie: a=b", "X-Request-ID: theirs", "ETag:  \"v1\" ", "Content-Length: 12",
+            "Bad Name: x", "X-Empty:", "TE: trailers", "Proxy-Authenticate: Basic", "Cache-Control: no-store", "no colon here",
+            "Location: https://api.example/v1/next",
+        ]
+        let head = RawHead(status: 200, bytes: Array(lines.map { $0 + "\r\n" }.joined().utf8))
+        var response = ServerResponse(status: .ok)
+        ProxyHeaders.relay(head, location: nil, into: &response)
+        var expected = RawHeaderFields()
+        for field in ProxyHeaders.response(head.parse().headerFields) where field.name != .contentLength {
+            let appended = expected.append(name: field.name.rawName, value: field.value)
+            #expect(appended)
+        }
+        #expect(response.rawHeaderFields == expected)
+        #expect(response.headerFields.isEmpty)
+        var kept = 0
+        expected.forEach { _, _ in kept += 1 }
+        #expect(kept == 5)  // Content-Type, ETag, X-Empty, Cache-Control, Location
+
+        // A Location under the API's base URL becomes TokenGate's; it is not relayed twice.
+        let location = ProxyLocation(baseURL: "https://api.example/v1", name: "graph", publicBaseURL: "https://gate.example")
+        var rewritten = ServerResponse(status: .ok)
+        ProxyHeaders.relay(head, location: location, into: &rewritten)
+        #expect(rewritten.headerFields[.location] == "https://gate.example/api/graph/next")
+        var withoutLocation = RawHeaderFields()
+        for field in ProxyHeaders.response(head.parse().headerFields) where field.name != .contentLength && field.name != .location {
+            withoutLocation.append(name: field.name.rawName, value: field.value)
+        }
+        #expect(rewritten.rawHeaderFields == withoutLocation)
     }
 
     @Test func patternsBindParametersAndTheRestOfThePath() {

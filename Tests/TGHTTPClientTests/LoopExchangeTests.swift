@@ -45,7 +45,7 @@ import Testing
                             responder.respond(ServerResponse(status: error == .timeout ? .gatewayTimeout : .badGateway))
                         }
                         exchange.onHead = { [unowned exchange] head in
-                            responder.respond(ServerResponse(status: head.status, body: .source(ExchangeBody(exchange))))
+                            responder.respond(ServerResponse(status: head.parse().status, body: .source(ExchangeBody(exchange))))
                         }
                     } catch {
                         responder.respond(ServerResponse(status: .badGateway))

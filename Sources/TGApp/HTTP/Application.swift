@@ -10,16 +10,16 @@ import Glibc
 
 /// Turns a ``Router`` into the HTTP server's handler: request ids, one access-log line per request,
 /// and the single place where errors become HTTP answers.
-public struct Application: Sendable {
-    public var router: Router
-    public var logger: Logger
+public final class Application: Sendable {
+    public let router: Router
+    public let logger: Logger
     /// Log one line per request (method, route, status, duration, request id; never a query string,
     /// header value or body).
-    public var accessLog: Bool
+    public let accessLog: Bool
     /// Peers whose forwarding fields say who the client is.
-    public var trustedProxies: TrustedProxies
+    public let trustedProxies: TrustedProxies
     /// Requests by route, method and status, and their latency (nil: not counted).
-    public var metrics: TokenGateMetrics?
+    public let metrics: TokenGateMetrics?
 
     public init(
         router: Router,

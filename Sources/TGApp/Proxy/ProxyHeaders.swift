@@ -1,4 +1,6 @@
 import HTTPTypes
+import TGHTTPClient
+import TGHTTPServer
 
 /// The header fields of a proxied call, both ways (RFC 9110 §7.6.1): hop-by-hop fields, the
 /// caller's credentials and cookies, forwarding claims the caller made up and TokenGate's own
@@ -75,6 +77,51 @@ enum ProxyHeaders {
             fields.append(field)
         }
         return fields
+    }
+
+    /// ``response(_:)`` on an answer's raw lines, into `response`: kept fields go to its
+    /// `rawHeaderFields` as bytes; a `Location` that `location` rewrites goes to its `headerFields`.
+    /// `Content-Length` is left to the caller (the server sets it for a complete body).
+    static func relay(_ head: RawHead, location: ProxyLocation?, into response: inout ServerResponse) {
+        // Names listed in `Connection` (rare: most answers have none, or `keep-alive`).
+        var dropped: [[UInt8]] = []
+        head.forEachField { name, value in
+            guard RawHeaderFields.equalsIgnoringCase(name, "connection") else { return }
+            for token in value.split(separator: UInt8(ascii: ",")) {
+                let trimmed = token.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
+                dropped.append(trimmed.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 })
+            }
+        }
+        head.forEachField { name, value in
+            if isHopByHop(name) || RawHeaderFields.equalsIgnoringCase(name, "set-cookie")
+                || RawHeaderFields.equalsIgnoringCase(name, "x-request-id") || RawHeaderFields.equalsIgnoringCase(name, "content-length")
+                || dropped.contains(where: { $0.elementsEqual(name.lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }) })
+            {
+                return
+            }
+            if let location, RawHeaderFields.equalsIgnoringCase(name, "location") {
+                let original = String(decoding: value, as: UTF8.self)
+                if let rewritten = location.rewrite(original) {
+                    response.headerFields[.location] = rewritten
+                    return
+                }
+            }
+            response.rawHeaderFields.append(name: name, value: value)
+        }
+    }
+
+    /// ``isHopByHop(_:)`` on a name's bytes, in any case.
+    static func isHopByHop(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        switch name.count {
+        case 2: RawHeaderFields.equalsIgnoringCase(name, "te")
+        case 7: RawHeaderFields.equalsIgnoringCase(name, "trailer") || RawHeaderFields.equalsIgnoringCase(name, "upgrade")
+        case 10: RawHeaderFields.equalsIgnoringCase(name, "connection") || RawHeaderFields.equalsIgnoringCase(name, "keep-alive")
+        case 16: RawHeaderFields.equalsIgnoringCase(name, "proxy-connection")
+        case 17: RawHeaderFields.equalsIgnoringCase(name, "transfer-encoding")
+        case 18: RawHeaderFields.equalsIgnoringCase(name, "proxy-authenticate")
+        case 19: RawHeaderFields.equalsIgnoringCase(name, "proxy-authorization")
+        default: false
+        }
     }
 
     /// `hopByHop.contains(name)` without hashing (every field of every answer comes through here).

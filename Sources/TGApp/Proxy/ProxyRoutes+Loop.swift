@@ -39,7 +39,7 @@ extension ProxyRoutes {
             }
             let location = locations[settings.name]
             exchange.onHead = { [unowned exchange] head in
-                if head.status == .unauthorized, Self.idempotent.contains(method), Self.saysInvalidToken(head) {
+                if head.status == 401, Self.idempotent.contains(method), Self.saysInvalidToken(head.parse()) {
                     // The API refused a token that looked valid: the async path gets a fresh one
                     // and tries once more (the request's body, if any, was read whole).
                     exchange.cancel()
@@ -65,14 +65,20 @@ extension ProxyRoutes {
     }
 
     /// The API's answer as it is: a small body already complete goes out in one piece, anything
-    /// else is read from the exchange on the loop as it arrives.
-    static func relay(_ head: HTTPResponse, _ exchange: LoopExchange, method: HTTPRequest.Method, location: ProxyLocation?) -> ServerResponse {
-        var fields = ProxyHeaders.response(head.headerFields)
-        if let location, let value = fields[.location], let rewritten = location.rewrite(value) { fields[.location] = rewritten }
+    /// else is read from the exchange on the loop as it arrives. The fields go from libcurl's
+    /// bytes to libmicrohttpd's without `HTTPFields` in between (``ProxyHeaders/relay(_:location:into:)``,
+    /// the same rules as ``ProxyHeaders/response(_:)``).
+    static func relay(_ head: RawHead, _ exchange: LoopExchange, method: HTTPRequest.Method, location: ProxyLocation?) -> ServerResponse {
+        var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
+        ProxyHeaders.relay(head, location: location, into: &response)
         if exchange.isComplete, method != .head {
-            return ServerResponse(status: head.status, headerFields: fields, body: .bytes(exchange.takeAll()))
+            response.body = .bytes(exchange.takeAll())
+        } else {
+            // A body read as it arrives is as long as announced (HEAD: the length of a GET's).
+            if let length = head.contentLength { response.headerFields[.contentLength] = String(length) }
+            response.body = .source(ExchangeBody(exchange))
         }
-        return ServerResponse(status: head.status, headerFields: fields, body: .source(ExchangeBody(exchange)))
+        return response
     }
 }
 

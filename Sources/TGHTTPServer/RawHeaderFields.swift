@@ -1,0 +1,89 @@
+/// Response header fields kept as checked bytes (`name\0value\0` pairs) and handed to
+/// libmicrohttpd as they are: what a proxy relays from an upstream's answer without building an
+/// `HTTPFields` (every field of every proxied answer comes through here).
+///
+/// The rules are `HTTPField`'s: a name is a non-empty token (RFC 9110 §5.1), a value has no NUL,
+/// CR or LF and loses leading and trailing spaces and tabs. `Content-Length`,
+/// `Transfer-Encoding` and `Connection` are the server's own and are refused, as
+/// ``ServerResponse/headerFields`` ignores them.
+public struct RawHeaderFields: Sendable, Equatable {
+    private(set) var storage: [UInt8] = []
+
+    public init() {}
+
+    public var isEmpty: Bool { storage.isEmpty }
+
+    /// Appends a field; false (and nothing appended) when it breaks the rules above.
+    @discardableResult
+    public mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard !name.isEmpty, name.allSatisfy(Self.isTokenByte), !Self.isManaged(name) else { return false }
+        var start = value.startIndex
+        var end = value.endIndex
+        while start < end, value[start] == 0x20 || value[start] == 0x09 { start += 1 }
+        while end > start, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
+        let trimmed = UnsafeBufferPointer(rebasing: value[start..<end])
+        guard !trimmed.contains(where: { $0 == 0 || $0 == 0x0D || $0 == 0x0A }) else { return false }
+        storage.reserveCapacity(storage.count + name.count + trimmed.count + 2)
+        storage.append(contentsOf: name)
+        storage.append(0)
+        storage.append(contentsOf: trimmed)
+        storage.append(0)
+        return true
+    }
+
+    /// Appends a field given as strings (same rules).
+    @discardableResult
+    public mutating func append(name: String, value: String) -> Bool {
+        var name = name
+        var value = value
+        return name.withUTF8 { name in value.withUTF8 { value in append(name: name, value: value) } }
+    }
+
+    /// Each field as NUL-terminated name and value.
+    public func forEach(_ body: (UnsafePointer<CChar>, UnsafePointer<CChar>) -> Void) {
+        storage.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { text in
+                guard let base = text.baseAddress else { return }
+                var index = 0
+                while index < text.count {
+                    let name = index
+                    while text[index] != 0 { index += 1 }
+                    index += 1
+                    let value = index
+                    while text[index] != 0 { index += 1 }
+                    index += 1
+                    body(base + name, base + value)
+                }
+            }
+        }
+    }
+
+    /// tchar: `!#$%&'*+-.^_`|~`, digits and letters.
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            true
+        default: false
+        }
+    }
+
+    static func isManaged(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        equalsIgnoringCase(name, "content-length") || equalsIgnoringCase(name, "transfer-encoding")
+            || equalsIgnoringCase(name, "connection")
+    }
+
+    /// `bytes` spell `lowercase` (ASCII, lowercase) in any case.
+    public static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        let expected = lowercase.utf8Start
+        for index in 0..<bytes.count {
+            let byte = bytes[index]
+            let folded = (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
+            if folded != expected[index] { return false }
+        }
+        return true
+    }
+}
