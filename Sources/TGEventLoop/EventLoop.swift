@@ -178,7 +178,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Loop thread only.
     @discardableResult
     public func schedule(at deadline: Int64, _ action: @escaping () -> Void) -> EventLoopTimer {
-        let timer = EventLoopTimer(deadline: deadline, action: action)
+        let timer = EventLoopTimer(deadline: deadline, loop: self, action: action)
         timers.push(timer)
         return timer
     }
@@ -253,24 +253,26 @@ public final class EventLoop: @unchecked Sendable {
     private func runTimers() {
         guard !timers.isEmpty else { return }
         let now = Self.now()
-        while let first = timers.first {
-            if first.action == nil {
-                _ = timers.pop()
-                continue
-            }
-            guard first.deadline <= now else { return }
-            _ = timers.pop()
+        while let first = timers.first, first.deadline <= now {
+            timers.remove(first)
             let action = first.action
             first.action = nil
             action?()
         }
     }
 
-    /// Nanoseconds until the next live timer (0 if one is due), if any.
+    /// Nanoseconds until the next timer (0 if one is due), if any.
     private func nextTimerDelay() -> Int64? {
-        while let first = timers.first, first.action == nil { _ = timers.pop() }
         guard let first = timers.first else { return nil }
         return max(0, first.deadline - Self.now())
+    }
+
+    /// Timers waiting to fire; loop thread only (tests).
+    var pendingTimers: Int { timers.count }
+
+    fileprivate func cancel(_ timer: EventLoopTimer) {
+        timer.action = nil
+        timers.remove(timer)
     }
 }
 
@@ -278,49 +280,83 @@ public final class EventLoop: @unchecked Sendable {
 public final class EventLoopTimer {
     public let deadline: Int64
     var action: (() -> Void)?
+    /// Its place in the loop's heap; -1 once it fired or was cancelled.
+    fileprivate var heapIndex = -1
+    private unowned let loop: EventLoop
 
-    init(deadline: Int64, action: @escaping () -> Void) {
+    init(deadline: Int64, loop: EventLoop, action: @escaping () -> Void) {
         self.deadline = deadline
+        self.loop = loop
         self.action = action
     }
 
-    /// The action will not run (if it has not yet).
-    public func cancel() { action = nil }
+    /// The action will not run (if it has not yet); the timer leaves the loop's heap at once, so
+    /// a loop whose requests each cancel a long deadline keeps only the live ones.
+    public func cancel() {
+        guard heapIndex >= 0 else {
+            action = nil
+            return
+        }
+        loop.cancel(self)
+    }
 }
 
-/// A binary min-heap of timers by deadline; cancelled ones are dropped when they reach the top.
+/// A binary min-heap of timers by deadline. Each timer knows its index, so a cancelled one is
+/// removed at once (O(log n)) instead of waiting to reach the top.
 struct TimerHeap {
     private var items: [EventLoopTimer] = []
 
     var isEmpty: Bool { items.isEmpty }
+    var count: Int { items.count }
     var first: EventLoopTimer? { items.first }
 
     mutating func push(_ timer: EventLoopTimer) {
         items.append(timer)
-        var child = items.count - 1
+        timer.heapIndex = items.count - 1
+        siftUp(items.count - 1)
+    }
+
+    /// Removes `timer` if it is in the heap.
+    mutating func remove(_ timer: EventLoopTimer) {
+        let index = timer.heapIndex
+        guard index >= 0, index < items.count, items[index] === timer else { return }
+        timer.heapIndex = -1
+        let last = items.removeLast()
+        guard index < items.count else { return }
+        items[index] = last
+        last.heapIndex = index
+        siftDown(siftUp(index))
+    }
+
+    @discardableResult
+    private mutating func siftUp(_ start: Int) -> Int {
+        var child = start
         while child > 0 {
             let parent = (child - 1) / 2
             guard items[child].deadline < items[parent].deadline else { break }
-            items.swapAt(child, parent)
+            swap(child, parent)
             child = parent
+        }
+        return child
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1
+            guard left < items.count else { return }
+            var child = left
+            if left + 1 < items.count, items[left + 1].deadline < items[left].deadline { child = left + 1 }
+            guard items[child].deadline < items[parent].deadline else { return }
+            swap(child, parent)
+            parent = child
         }
     }
 
-    mutating func pop() -> EventLoopTimer? {
-        guard !items.isEmpty else { return nil }
-        items.swapAt(0, items.count - 1)
-        let top = items.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            guard left < items.count else { break }
-            var child = left
-            if left + 1 < items.count, items[left + 1].deadline < items[left].deadline { child = left + 1 }
-            guard items[child].deadline < items[parent].deadline else { break }
-            items.swapAt(child, parent)
-            parent = child
-        }
-        return top
+    private mutating func swap(_ a: Int, _ b: Int) {
+        items.swapAt(a, b)
+        items[a].heapIndex = a
+        items[b].heapIndex = b
     }
 }
 

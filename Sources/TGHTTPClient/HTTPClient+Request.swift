@@ -31,7 +31,33 @@ extension HTTPClient {
     /// refused.
     /// `timeout` nil: no deadline for the whole exchange (the caller keeps its own).
     func prepare(_ transfer: Transfer, _ request: HTTPRequest, body: HTTPClientRequestBody, timeout: Duration?) throws {
-        let url = try validatedURL(request)
+        let url = try validatedURL(scheme: request.scheme, authority: request.authority, path: request.path)
+        let hasContentType = request.headerFields[.contentType] != nil
+        try prepare(transfer, method: request.method.rawValue, url: url, body: body, timeout: timeout, hasContentType: hasContentType) {
+            for field in request.headerFields where field.name != .contentLength && field.name != .transferEncoding {
+                transfer.appendHeader(name: field.name.rawName, value: field.value)
+            }
+        }
+    }
+
+    /// The same for header lines built by the caller (see ``HeaderLines``).
+    func prepare(_ transfer: Transfer, _ request: LoopRequest, body: HTTPClientRequestBody, timeout: Duration?) throws {
+        let url = try validatedURL(scheme: request.scheme, authority: request.authority, path: request.path)
+        try prepare(transfer, method: request.method, url: url, body: body, timeout: timeout, hasContentType: request.headers.hasContentType) {
+            request.headers.forEachLine { transfer.appendHeader(line: $0) }
+        }
+    }
+
+    /// `addHeaders` appends the request's own header lines to the transfer.
+    private func prepare(
+        _ transfer: Transfer,
+        method: String,
+        url: String,
+        body: HTTPClientRequestBody,
+        timeout: Duration?,
+        hasContentType: Bool,
+        addHeaders: () -> Void
+    ) throws {
         let easy = transfer.easy
         if transfer.needsCommonOptions {
             try setCommonOptions(easy)
@@ -59,7 +85,6 @@ extension HTTPClient {
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, nil))
         check(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, -1))
 
-        let method = request.method
         var hasBody = false
         switch body {
         case .none:
@@ -92,18 +117,16 @@ extension HTTPClient {
         }
         if hasBody {
             long(CURLOPT_POST, 1)
-            if method != .post { string(CURLOPT_CUSTOMREQUEST, method.rawValue) }
-        } else if method == .head {
+            if method != "POST" { string(CURLOPT_CUSTOMREQUEST, method) }
+        } else if method == "HEAD" {
             long(CURLOPT_NOBODY, 1)
-        } else if method != .get {
-            string(CURLOPT_CUSTOMREQUEST, method.rawValue)
+        } else if method != "GET" {
+            string(CURLOPT_CUSTOMREQUEST, method)
         }
-        for field in request.headerFields where field.name != .contentLength && field.name != .transferEncoding {
-            transfer.appendHeader(name: field.name.rawName, value: field.value)
-        }
+        addHeaders()
         // No "Expect: 100-continue" round trip; no content-type guessed for bodies.
         transfer.appendHeader("Expect:")
-        if hasBody, request.headerFields[.contentType] == nil { transfer.appendHeader("Content-Type:") }
+        if hasBody, !hasContentType { transfer.appendHeader("Content-Type:") }
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, transfer.headerList))
         if failed != CURLE_OK { throw HTTPClientError.from(failed, detail: "setting up the request") }
     }
@@ -142,11 +165,11 @@ extension HTTPClient {
 
     /// The URL for `request`, or a refusal: only http/https, and http only to loopback with the
     /// test option.
-    func validatedURL(_ request: HTTPRequest) throws -> String {
-        guard let scheme = request.scheme, let authority = request.authority, !authority.isEmpty else {
+    func validatedURL(scheme: String?, authority: String?, path: String?) throws -> String {
+        guard let scheme, let authority, !authority.isEmpty else {
             throw HTTPClientError.invalidURL
         }
-        let path = request.path ?? "/"
+        let path = path ?? "/"
         // No user info (`@`) in the authority; no spaces or control characters anywhere.
         let unsafe: (UInt8) -> Bool = { $0 <= 0x20 || $0 == 0x7F }
         guard path.utf8.first == UInt8(ascii: "/"), !authority.utf8.contains(UInt8(ascii: "@")),

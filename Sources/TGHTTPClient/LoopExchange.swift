@@ -234,11 +234,35 @@ extension HTTPClient {
         idleTimeout: Duration,
         wholeBodyUpTo: Int = 0
     ) throws -> LoopExchange {
+        try startOnLoop(headTimeout: headTimeout, idleTimeout: idleTimeout, wholeBodyUpTo: wholeBodyUpTo) { transfer in
+            try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: nil)
+        }
+    }
+
+    /// The same with header lines the caller built (``HeaderLines``: no `HTTPFields` per call).
+    public func startOnLoop(
+        _ request: LoopRequest,
+        body: [UInt8]? = nil,
+        headTimeout: Duration,
+        idleTimeout: Duration,
+        wholeBodyUpTo: Int = 0
+    ) throws -> LoopExchange {
+        try startOnLoop(headTimeout: headTimeout, idleTimeout: idleTimeout, wholeBodyUpTo: wholeBodyUpTo) { transfer in
+            try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: nil)
+        }
+    }
+
+    private func startOnLoop(
+        headTimeout: Duration,
+        idleTimeout: Duration,
+        wholeBodyUpTo: Int,
+        prepare: (Transfer) throws -> Void
+    ) throws -> LoopExchange {
         precondition(loop.inEventLoop, "startOnLoop must be called on the client's loop")
         let exchange = LoopExchange(client: self, idleTimeout: idleTimeout)
         let transfer = try Transfer(mode: .onLoop(exchange), handles: handles)
         transfer.holdHeadUpTo = min(wholeBodyUpTo, LoopExchange.highWater)
-        try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: nil)
+        try prepare(transfer)
         exchange.transfer = transfer
         exchange.started(headTimeout: headTimeout)
         submit(.add(transfer))

@@ -75,6 +75,11 @@ final class Transfer: @unchecked Sendable {
         headerList = curl_slist_append(headerList, line)
     }
 
+    /// Appends a line that is already a C string (libcurl copies it).
+    func appendHeader(line: UnsafePointer<CChar>) {
+        headerList = curl_slist_append(headerList, line)
+    }
+
     /// Appends `name: value` (libcurl copies the line), built in place without a Swift string.
     func appendHeader(name: String, value: String) {
         var name = name
@@ -279,22 +284,25 @@ public struct HTTPClientResponse: Sendable {
     }
 }
 
-// libcurl callbacks: `userdata` is the unretained Transfer (kept alive by the client's active set).
+// libcurl callbacks: `userdata` is the unretained Transfer (kept alive by the client's active set,
+// so the callbacks borrow it without a retain of their own).
 
 let headerCallback: curl_write_callback = { buffer, size, count, userdata in
-    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
     let length = size * count
-    buffer!.withMemoryRebound(to: UInt8.self, capacity: length) {
-        transfer.receiveHeader(UnsafeBufferPointer(start: $0, count: length))
+    Unmanaged<Transfer>.fromOpaque(userdata!)._withUnsafeGuaranteedRef { transfer in
+        buffer!.withMemoryRebound(to: UInt8.self, capacity: length) {
+            transfer.receiveHeader(UnsafeBufferPointer(start: $0, count: length))
+        }
     }
     return length
 }
 
 let writeCallback: curl_write_callback = { buffer, size, count, userdata in
-    let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
     let length = size * count
-    return buffer!.withMemoryRebound(to: UInt8.self, capacity: length) {
-        transfer.receiveBody(UnsafeBufferPointer(start: $0, count: length))
+    return Unmanaged<Transfer>.fromOpaque(userdata!)._withUnsafeGuaranteedRef { transfer in
+        buffer!.withMemoryRebound(to: UInt8.self, capacity: length) {
+            transfer.receiveBody(UnsafeBufferPointer(start: $0, count: length))
+        }
     }
 }
 

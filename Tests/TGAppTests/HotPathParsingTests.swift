@@ -1,10 +1,10 @@
 import HTTPTypes
 import TGAuth
-@testable import TGHTTPClient
 import TGHTTPServer
 import Testing
 
 @testable import TGApp
+@testable import TGHTTPClient
 
 /// The byte-level parsers every proxied call goes through read what the spelled-out rules say.
 @Suite struct HotPathParsingTests {
@@ -69,6 +69,28 @@ import Testing
             withoutLocation.append(name: field.name.rawName, value: field.value)
         }
         #expect(rewritten.rawHeaderFields == withoutLocation)
+    }
+
+    /// The cached path sends the header lines the async path's fields would have been.
+    @Test func theLoopsHeaderLinesAreTheAsyncPathsFields() {
+        let incoming: HTTPFields = [
+            .accept: "application/json", .authorization: "Bearer app-token", .cookie: "session=1", .connection: "X-Hop",
+            HTTPField.Name("X-Hop")!: "1", HTTPField.Name("X-TokenGate-Debug")!: "1", HTTPField.Name("X-HTTP-Method-Override")!: "DELETE",
+            HTTPField.Name("X-Configured")!: "from the app", .userAgent: "app/1.0", HTTPField.Name("X-Forwarded-For")!: "6.6.6.6",
+        ]
+        let extra: HTTPFields = [HTTPField.Name("X-Configured")!: "from the configuration"]
+        let forwarding = ProxyHeaders.Forwarding(clientAddress: "10.0.0.7", proto: "https", host: "gate.example", requestID: "r-1")
+        let fields = ProxyHeaders.request(incoming, token: "upstream-token", forwarding: forwarding, extra: extra)
+        let lines = ProxyHeaders.requestLines(incoming, token: "upstream-token", forwarding: forwarding, extra: extra)
+        var sent: [String] = []
+        lines.forEachLine { sent.append(String(cString: $0)) }
+        #expect(sent == fields.map { "\($0.name.rawName): \($0.value)" })
+        #expect(
+            sent == [
+                "Accept: application/json", "User-Agent: app/1.0", "X-Configured: from the configuration", "Authorization: Bearer upstream-token",
+                "X-Forwarded-For: 10.0.0.7", "X-Forwarded-Proto: https", "X-Forwarded-Host: gate.example", "X-Request-ID: r-1",
+            ]
+        )
     }
 
     @Test func patternsBindParametersAndTheRestOfThePath() {

@@ -1,6 +1,7 @@
 import Synchronization
-import TGEventLoop
 import Testing
+
+@testable import TGEventLoop
 
 @Suite struct EventLoopTests {
     @Test func runsWorkPostedFromOtherThreadsOnItsOwnThreadAndStops() async {
@@ -37,6 +38,40 @@ import Testing
             }
         }
         #expect(fired.order.withLock { $0 } == [1, 3])
+        loop.stop()
+    }
+
+    /// Every proxied call arms a long deadline and cancels it a millisecond later: a cancelled
+    /// timer must leave the heap at once (it used to stay until its deadline, so the heap held
+    /// every call of the last minute), and the rest must still fire in order.
+    @Test func aCancelledTimerLeavesTheHeapAtOnceAndTheOthersStillFireInOrder() async {
+        let loop = EventLoopGroup(count: 1).loops[0]
+        let fired = Fired()
+        let left = await withCheckedContinuation { (done: CheckedContinuation<Int, Never>) in
+            loop.execute {
+                let now = EventLoop.now()
+                var generator = SystemRandomNumberGenerator()
+                var timers: [(Int, EventLoopTimer)] = []
+                for value in 0..<2000 {
+                    let offset = Int64.random(in: 1...5_000, using: &generator) * 1_000
+                    timers.append((value, loop.schedule(at: now + 10_000_000 + offset) { fired.order.withLock { $0.append(value) } }))
+                }
+                timers.shuffle(using: &generator)
+                // Cancel all but 20, in random order; the heap keeps only those 20.
+                for (_, timer) in timers.dropFirst(20) { timer.cancel() }
+                let kept = loop.pendingTimers
+                loop.schedule(at: now + 60_000_000) { done.resume(returning: kept) }
+            }
+        }
+        #expect(left == 20)
+        let order = fired.order.withLock { $0 }
+        #expect(order.count == 20)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            loop.execute {
+                #expect(loop.pendingTimers == 0)
+                done.resume()
+            }
+        }
         loop.stop()
     }
 }

@@ -36,23 +36,45 @@ enum ProxyHeaders {
         var requestID: String
     }
 
-    /// The fields to send upstream.
-    static func request(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HTTPFields {
+    /// The fields to send upstream, one by one (the rules of both paths, here once): the app's
+    /// own fields but the managed ones, those its `Connection` names and `X-TokenGate-*`; the
+    /// configured ones (replacing the app's of the same name); then the upstream token and the
+    /// forwarding fields.
+    static func forEachRequestField(
+        _ incoming: HTTPFields,
+        token: String,
+        forwarding: Forwarding,
+        extra: HTTPFields,
+        _ emit: (HTTPField.Name, String) -> Void
+    ) {
         let dropped = droppedByConnection(incoming)
-        var fields = HTTPFields()
         for field in incoming {
             let name = field.name.canonicalName
             if managed.contains(name) || (!dropped.isEmpty && dropped.contains(name)) || name.hasPrefix("x-tokengate-") { continue }
-            fields.append(field)
+            if !extra.isEmpty, extra.contains(field.name) { continue }
+            emit(field.name, field.value)
         }
-        for field in extra { fields[field.name] = field.value }
+        for field in extra { emit(field.name, field.value) }
         // Managed names: none is left from the app or the configuration, so they are appended.
-        fields.append(HTTPField(name: .authorization, value: "Bearer \(token)"))
-        if let address = forwarding.clientAddress { fields.append(HTTPField(name: HTTPField.Name.xForwardedFor, value: address)) }
-        fields.append(HTTPField(name: Self.forwardedProto, value: forwarding.proto))
-        fields.append(HTTPField(name: Self.forwardedHost, value: forwarding.host))
-        fields.append(HTTPField(name: Application.requestIDField, value: forwarding.requestID))
+        emit(.authorization, "Bearer \(token)")
+        if let address = forwarding.clientAddress { emit(HTTPField.Name.xForwardedFor, address) }
+        emit(Self.forwardedProto, forwarding.proto)
+        emit(Self.forwardedHost, forwarding.host)
+        emit(Application.requestIDField, forwarding.requestID)
+    }
+
+    /// The fields to send upstream (the async path).
+    static func request(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HTTPFields {
+        var fields = HTTPFields()
+        forEachRequestField(incoming, token: token, forwarding: forwarding, extra: extra) { fields.append(HTTPField(name: $0, value: $1)) }
         return fields
+    }
+
+    /// The same as libcurl's header lines (the cached path on the loop: no `HTTPFields` per call).
+    static func requestLines(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HeaderLines {
+        var lines = HeaderLines()
+        forEachRequestField(incoming, token: token, forwarding: forwarding, extra: extra) { lines.append(name: $0.rawName, value: $1) }
+        return lines
     }
 
     /// Configured extra fields, parsed once (the validator refused names that do not parse).

@@ -28,7 +28,7 @@ extension ProxyRoutes {
             let bodyMethod = [.post, .put, .patch].contains(method)
             let timeout = Duration.seconds(upstream.settings.timeoutSeconds)
             let exchange = try client.startOnLoop(
-                upstreamHead(request, to: upstream, target: target, token: token.value, info: info),
+                upstreamLoopRequest(request, to: upstream, target: target, token: token.value, info: info),
                 body: request.body.isEmpty && !bodyMethod ? nil : request.body,
                 headTimeout: timeout,
                 idleTimeout: timeout,

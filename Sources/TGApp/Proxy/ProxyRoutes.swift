@@ -155,20 +155,49 @@ final class ProxyRoutes: Sendable {
         token: String,
         info: RequestInfo
     ) -> HTTPRequest {
-        let forwarding = ProxyHeaders.Forwarding(
-            clientAddress: info.clientAddress,
-            proto: publicScheme,
-            host: publicHost,
-            requestID: info.requestID
-        )
-        let query = request.rawQuery
-        return HTTPRequest(
+        HTTPRequest(
             method: request.head.method,
             scheme: upstream.scheme,
             authority: upstream.authority,
-            path: upstream.basePath + target.rawPath + (query.map { "?" + $0 } ?? ""),
-            headerFields: ProxyHeaders.request(request.head.headerFields, token: token, forwarding: forwarding, extra: upstream.extraFields)
+            path: upstreamPath(request, to: upstream, target: target),
+            headerFields: ProxyHeaders.request(request.head.headerFields, token: token, forwarding: forwarding(info), extra: upstream.extraFields)
         )
+    }
+
+    /// ``upstreamHead(_:to:target:token:info:)`` as the loop's client takes it.
+    func upstreamLoopRequest(
+        _ request: ServerRequest,
+        to upstream: Upstream,
+        target: ProxyTarget,
+        token: String,
+        info: RequestInfo
+    ) -> LoopRequest {
+        LoopRequest(
+            method: request.head.method.rawValue,
+            scheme: upstream.scheme,
+            authority: upstream.authority,
+            path: upstreamPath(request, to: upstream, target: target),
+            headers: ProxyHeaders.requestLines(
+                request.head.headerFields,
+                token: token,
+                forwarding: forwarding(info),
+                extra: upstream.extraFields
+            )
+        )
+    }
+
+    private func upstreamPath(_ request: ServerRequest, to upstream: Upstream, target: ProxyTarget) -> String {
+        var path = upstream.basePath
+        path += target.rawPath
+        if let query = request.rawQuery {
+            path += "?"
+            path += query
+        }
+        return path
+    }
+
+    private func forwarding(_ info: RequestInfo) -> ProxyHeaders.Forwarding {
+        ProxyHeaders.Forwarding(clientAddress: info.clientAddress, proto: publicScheme, host: publicHost, requestID: info.requestID)
     }
 
     /// RFC 6750 §3.1: the API says the token itself is the problem.

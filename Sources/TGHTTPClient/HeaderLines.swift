@@ -1,0 +1,91 @@
+/// A request's header lines as libcurl takes them (`Name: value`, NUL-terminated), checked as
+/// they are added: what a caller on a loop builds instead of `HTTPFields` when every call counts
+/// (the proxy's cached path). The rules are `HTTPField`'s: a name is a non-empty token, a value
+/// has no NUL, CR or LF. `Content-Length` and `Transfer-Encoding` are the client's own (it sets
+/// them from the body) and are refused; so is `Expect`, which the client clears.
+public struct HeaderLines: Sendable {
+    private(set) var storage: [UInt8] = []
+    /// A `Content-Type` line is among them.
+    private(set) var hasContentType = false
+
+    public init() {
+        storage.reserveCapacity(512)
+    }
+
+    /// Appends `name: value`; false (and nothing appended) when it breaks the rules above.
+    @discardableResult
+    public mutating func append(name: String, value: String) -> Bool {
+        var name = name
+        var value = value
+        return name.withUTF8 { name in value.withUTF8 { value in append(name: name, value: value) } }
+    }
+
+    @discardableResult
+    mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard !name.isEmpty, name.allSatisfy(Self.isTokenByte),
+            !value.contains(where: { $0 == 0 || $0 == 0x0D || $0 == 0x0A }),
+            !Self.named(name, "content-length"), !Self.named(name, "transfer-encoding"), !Self.named(name, "expect")
+        else { return false }
+        if Self.named(name, "content-type") { hasContentType = true }
+        storage.append(contentsOf: name)
+        storage.append(UInt8(ascii: ":"))
+        storage.append(UInt8(ascii: " "))
+        storage.append(contentsOf: value)
+        storage.append(0)
+        return true
+    }
+
+    /// Each line as a C string.
+    func forEachLine(_ body: (UnsafePointer<CChar>) -> Void) {
+        storage.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { text in
+                guard let base = text.baseAddress else { return }
+                var start = 0
+                for index in 0..<text.count where text[index] == 0 {
+                    body(base + start)
+                    start = index + 1
+                }
+            }
+        }
+    }
+
+    /// tchar (RFC 9110 §5.6.2).
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
+        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
+            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+            true
+        default: false
+        }
+    }
+
+    static func named(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        for index in 0..<bytes.count {
+            let byte = bytes[index]
+            if ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) != lowercase.utf8Start[index] { return false }
+        }
+        return true
+    }
+}
+
+/// A request for ``HTTPClient/startOnLoop(_:body:headTimeout:idleTimeout:wholeBodyUpTo:)``: the
+/// method, the URL's parts (checked like any request's) and the header lines.
+public struct LoopRequest: Sendable {
+    public var method: String
+    public var scheme: String
+    public var authority: String
+    /// Path and query, as sent.
+    public var path: String
+    public var headers: HeaderLines
+
+    public init(method: String, scheme: String, authority: String, path: String, headers: HeaderLines) {
+        self.method = method
+        self.scheme = scheme
+        self.authority = authority
+        self.path = path
+        self.headers = headers
+    }
+}
