@@ -81,7 +81,7 @@ extension HTTPServer {
                 }
             }
         }
-        response.rawHeaderFields.forEach { name, value in _ = MHD_add_response_header(mhdResponse, name, value) }
+        response.rawHeaderFields.forEachField { name, value in _ = MHD_add_response_header(mhdResponse, name, value) }
         return MHD_queue_response(connection, UInt32(response.status.code), mhdResponse)
     }
 

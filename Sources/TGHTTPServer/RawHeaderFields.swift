@@ -40,7 +40,7 @@ public struct RawHeaderFields: Sendable, Equatable {
     }
 
     /// Each field as NUL-terminated name and value.
-    public func forEach(_ body: (UnsafePointer<CChar>, UnsafePointer<CChar>) -> Void) {
+    public func forEachField(_ body: (UnsafePointer<CChar>, UnsafePointer<CChar>) -> Void) {
         storage.withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { text in
                 guard let base = text.baseAddress else { return }

@@ -56,7 +56,7 @@ import Testing
         #expect(response.rawHeaderFields == expected)
         #expect(response.headerFields.isEmpty)
         var kept = 0
-        expected.forEach { _, _ in kept += 1 }
+        expected.forEachField { _, _ in kept += 1 }
         #expect(kept == 5)  // Content-Type, ETag, X-Empty, Cache-Control, Location
 
         // A Location under the API's base URL becomes TokenGate's; it is not relayed twice.

@@ -7,7 +7,7 @@ import Testing
 @Suite struct RawHeaderFieldsTests {
     func fields(_ fields: RawHeaderFields) -> [String] {
         var out: [String] = []
-        fields.forEach { name, value in out.append(String(cString: name) + "=" + String(cString: value)) }
+        fields.forEachField { name, value in out.append(String(cString: name) + "=" + String(cString: value)) }
         return out
     }
 
