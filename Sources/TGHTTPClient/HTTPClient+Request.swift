@@ -2,6 +2,7 @@ import CCurl
 import CShims
 import Foundation
 import HTTPTypes
+import Synchronization
 
 /// A request body.
 public enum HTTPClientRequestBody: Sendable {
@@ -179,8 +180,11 @@ extension HTTPClient {
         if Self.isScheme(scheme, "https") {
             secure = true
         } else if Self.isScheme(scheme, "http") {
-            guard configuration.allowPlainHTTPToLoopbackForTesting, Self.isLoopback(host: Self.host(of: authority)) else {
-                throw HTTPClientError.insecureURLRefused
+            guard configuration.allowPlainHTTPToLoopbackForTesting else { throw HTTPClientError.insecureURLRefused }
+            // The last loopback authority allowed, remembered: a proxy's calls all go to one.
+            if lastLoopbackAuthority.withLock({ $0 != authority }) {
+                guard Self.isLoopback(host: Self.host(of: authority)) else { throw HTTPClientError.insecureURLRefused }
+                lastLoopbackAuthority.withLock { $0 = authority }
             }
             secure = false
         } else {

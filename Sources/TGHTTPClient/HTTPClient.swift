@@ -2,6 +2,7 @@ import CCurl
 import CShims
 import Foundation
 public import HTTPTypes
+import Synchronization
 public import TGEventLoop
 
 /// An HTTP client on libcurl's multi interface, driven by one event loop
@@ -58,6 +59,8 @@ public final class HTTPClient: @unchecked Sendable {
     var timeoutDue = false
     private var hookToken = 0
     let handles: EasyHandlePool
+    /// See `validatedURL`: an authority already found to be loopback.
+    let lastLoopbackAuthority = Mutex<String?>(nil)
 
     /// A client on `loop` (shared with an HTTP server, say), or on a loop of its own.
     public init(configuration: Configuration = Configuration(), loop: EventLoop? = nil) {

@@ -129,6 +129,10 @@ public enum FormURLEncoding {
     /// Percent-decodes bytes; nil when an escape is malformed or the result is not UTF-8.
     public static func percentDecode<C: Collection>(_ bytes: C, plusAsSpace: Bool) -> String?
     where C.Element == UInt8 {
+        // Nothing to decode (a route parameter such as an API's name): no buffer.
+        if !bytes.contains(where: { $0 == UInt8(ascii: "%") || (plusAsSpace && $0 == UInt8(ascii: "+")) }) {
+            return String(validating: bytes, as: UTF8.self)
+        }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = bytes.startIndex

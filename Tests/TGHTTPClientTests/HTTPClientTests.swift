@@ -100,6 +100,11 @@ import Testing
         await #expect(throws: HTTPClientError.invalidURL) { try await lenient.send(ftp, timeout: .seconds(5)) }
         let smuggled = HTTPRequest(method: .get, scheme: "https", authority: "user@127.0.0.1", path: "/")
         await #expect(throws: HTTPClientError.invalidURL) { try await lenient.send(smuggled, timeout: .seconds(5)) }
+        // A loopback authority allowed once (and remembered) lets no other host through.
+        #expect(try await lenient.send(get(server.port, "/"), timeout: .seconds(5)).head.status == .ok)
+        await #expect(throws: HTTPClientError.insecureURLRefused) { try await lenient.send(remote, timeout: .seconds(5)) }
+        let otherPort = HTTPRequest(method: .get, scheme: "HTTP", authority: "example.invalid:\(server.port)", path: "/")
+        await #expect(throws: HTTPClientError.insecureURLRefused) { try await lenient.send(otherPort, timeout: .seconds(5)) }
         lenient.shutdown()
         strict.shutdown()
         await server.shutdown()

@@ -126,7 +126,7 @@ enum AuthRoutes {
     /// The bearer token of `Authorization` (RFC 6750 §2.1).
     static func bearer(_ request: ServerRequest) throws -> String {
         // On the bytes: this runs on every proxied call.
-        guard let header = request.head.headerFields[.authorization]?.utf8, header.count > 7,
+        guard let header = request.head.headerFields.first(.authorization)?.utf8, header.count > 7,
             zip(header.prefix(7), "bearer ".utf8).allSatisfy({ (0x41...0x5A).contains($0) ? $0 | 0x20 == $1 : $0 == $1 })
         else {
             throw AuthProblem(.invalidToken, "Send the TokenGate access token as Authorization: Bearer <token>.")

@@ -47,7 +47,7 @@ public final class Application: Sendable {
         let started = ContinuousClock.now
         // The client address is settled once: the handler, the metrics and the log all use it.
         var info = RequestInfo(
-            requestID: Self.requestID(from: request.head.headerFields[Self.requestIDField]),
+            requestID: Self.requestID(from: request.head.headerFields.first(Self.requestIDField)),
             clientAddress: clientAddress(request)
         )
         switch router.match(request.head.method, path: request.path) {
