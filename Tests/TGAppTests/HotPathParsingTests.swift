@@ -99,7 +99,7 @@ import Testing
         router.add(.get, "/api/{upstream}/**", handler)
         router.add(.post, "/api/{upstream}/**", handler)
         router.add(.delete, "/auth/accounts/{id}", handler)
-        func parameters(_ method: HTTPRequest.Method, _ path: Substring) -> [String: String]? {
+        func parameters(_ method: HTTPRequest.Method, _ path: Substring) -> RouteParameters? {
             if case .found(_, let parameters) = router.match(method, path: path) { return parameters }
             return nil
         }

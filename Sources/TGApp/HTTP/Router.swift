@@ -6,14 +6,36 @@ public struct RequestInfo: Sendable {
     /// The request id (from a well-formed `X-Request-ID`, else generated); echoed in the response.
     public var requestID: String
     /// Values of the route's `{name}` segments (and `rest` for a trailing `**`), percent-decoded.
-    public var parameters: [String: String]
+    public var parameters: RouteParameters
     /// The client's address as TokenGate sees it.
     public var clientAddress: String?
 
-    public init(requestID: String, parameters: [String: String] = [:], clientAddress: String? = nil) {
+    public init(requestID: String, parameters: RouteParameters = [:], clientAddress: String? = nil) {
         self.requestID = requestID
         self.parameters = parameters
         self.clientAddress = clientAddress
+    }
+}
+
+/// A route's parameters by name: a few pairs, looked up by scanning (a dictionary per request
+/// costs more than it saves).
+public struct RouteParameters: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+    private var pairs: [(name: String, value: String)] = []
+
+    public init(dictionaryLiteral elements: (String, String)...) {
+        pairs = elements.map { (name: $0.0, value: $0.1) }
+    }
+
+    public subscript(name: String) -> String? {
+        get { pairs.first { $0.name == name }?.value }
+        set {
+            pairs.removeAll { $0.name == name }
+            if let newValue { pairs.append((name, newValue)) }
+        }
+    }
+
+    public static func == (lhs: RouteParameters, rhs: RouteParameters) -> Bool {
+        lhs.pairs.count == rhs.pairs.count && lhs.pairs.allSatisfy { rhs[$0.name] == $0.value }
     }
 }
 
@@ -88,7 +110,7 @@ public struct Router: Sendable {
 
     /// The outcome of matching a request.
     enum Match {
-        case found(Route, [String: String])
+        case found(Route, RouteParameters)
         /// The path exists but not for this method; the allowed methods.
         case methodNotAllowed([HTTPRequest.Method])
         case notFound
@@ -118,9 +140,9 @@ public struct Router: Sendable {
 
     /// The pattern's parameters in `path`, or nil when it does not fit. Works on the path's bytes
     /// (every API call comes through here).
-    private static func bind(_ pattern: [Segment], to path: Substring) -> [String: String]? {
+    private static func bind(_ pattern: [Segment], to path: Substring) -> RouteParameters? {
         let bytes = path.utf8
-        var parameters: [String: String] = [:]
+        var parameters: RouteParameters = [:]
         var start = bytes.startIndex
         for (index, expected) in pattern.enumerated() {
             if expected == .rest {
