@@ -61,7 +61,7 @@ extension HTTPClient {
     ) throws {
         let easy = transfer.easy
         if transfer.needsCommonOptions {
-            try setCommonOptions(easy)
+            try setCommonOptions(easy, errorBuffer: transfer.errorBuffer)
             transfer.needsCommonOptions = false
         }
         let userdata = Unmanaged.passUnretained(transfer).toOpaque()
@@ -76,7 +76,6 @@ extension HTTPClient {
         }
         string(CURLOPT_URL, url)
         long(CURLOPT_TIMEOUT_MS, timeout.map(Self.milliseconds) ?? 0)
-        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, userdata))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata))
@@ -133,7 +132,7 @@ extension HTTPClient {
     }
 
     /// The options every request of this client shares, set once per easy handle.
-    private func setCommonOptions(_ easy: OpaquePointer) throws {
+    private func setCommonOptions(_ easy: OpaquePointer, errorBuffer: UnsafeMutablePointer<CChar>) throws {
         var failed = CURLE_OK
         func check(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
         func long(_ option: CURLoption, _ value: Int) { check(CShims_curl_easy_setopt_long(easy, option, value)) }
@@ -141,6 +140,7 @@ extension HTTPClient {
             check(value.withCString { CShims_curl_easy_setopt_ptr(easy, option, $0) })
         }
         string(CURLOPT_PROTOCOLS_STR, "http,https")
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer))
         // A redirect may not drop to plain HTTP (except to loopback under the test option).
         string(CURLOPT_REDIR_PROTOCOLS_STR, configuration.allowPlainHTTPToLoopbackForTesting ? "http,https" : "https")
         // Never route through a proxy named by the environment (http_proxy, …): TokenGate talks to

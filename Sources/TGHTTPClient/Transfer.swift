@@ -2,6 +2,7 @@ import CCurl
 import CShims
 import Foundation
 public import HTTPTypes
+import Synchronization
 
 /// One request in flight: its easy handle and everything libcurl reads or writes through
 /// callbacks. Created on the caller's task, then owned by the event thread once added.
@@ -10,8 +11,8 @@ final class Transfer: @unchecked Sendable {
     // - `easy`, `headerList`, `errorBuffer`, and the response-parsing fields (`status`,
     //   `headerFields`, `body`, `tooLarge`, `headDelivered`) are used during setup on the
     //   submitting task, then only on the event thread (libcurl calls callbacks there).
-    // - `completion`, `headWaiter`, `finished` and `cancelRequested` are only accessed with `lock`
-    //   held; each continuation is resumed exactly once.
+    // - `waiters` (the continuations, `finished`, `cancelRequested`) is a Mutex: no lock object
+    //   per transfer; each continuation is resumed exactly once.
     enum Mode {
         case buffered(limit: Int)
         case streaming(BodyChannel)
@@ -22,7 +23,8 @@ final class Transfer: @unchecked Sendable {
     let easy: OpaquePointer
     let mode: Mode
     private(set) var headerList: UnsafeMutablePointer<curl_slist>?
-    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    /// The handle's own (see `EasyHandlePool`), cleared for each request.
+    let errorBuffer: UnsafeMutablePointer<CChar>
     var status = 0
     /// The current header block as received; parsed off the event thread (see `RawHead`).
     var headBytes: [UInt8] = []
@@ -42,11 +44,13 @@ final class Transfer: @unchecked Sendable {
     var pausedForWrite = false
     var pausedForRead = false
 
-    private let lock = NSLock()
-    private var completion: CheckedContinuation<(RawHead, [UInt8]), any Error>?
-    private var headWaiter: CheckedContinuation<RawHead, any Error>?
-    private var finished = false
-    private var cancelRequested = false
+    private struct Waiters {
+        var completion: CheckedContinuation<(RawHead, [UInt8]), any Error>?
+        var headWaiter: CheckedContinuation<RawHead, any Error>?
+        var finished = false
+        var cancelRequested = false
+    }
+    private let waiters = Mutex(Waiters())
 
     private let handles: EasyHandlePool
 
@@ -54,21 +58,19 @@ final class Transfer: @unchecked Sendable {
     var needsCommonOptions: Bool
 
     init(mode: Mode, handles: EasyHandlePool) throws {
-        guard let (easy, fresh) = handles.take() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
+        guard let (easy, errorBuffer, fresh) = handles.take() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
         self.easy = easy
+        self.errorBuffer = errorBuffer
         needsCommonOptions = fresh
         self.mode = mode
         self.handles = handles
-        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer[0] = 0
     }
 
     deinit {
         // The client removed the handle from its multi handle before releasing the transfer.
-        // The error buffer is freed below; the handle must not keep pointing at it.
-        _ = CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, nil)
-        handles.give(easy, reusable: !needsCommonOptions)
+        handles.give(easy, errorBuffer: errorBuffer, reusable: !needsCommonOptions)
         if let headerList { curl_slist_free_all(headerList) }
-        errorBuffer.deallocate()
     }
 
     func appendHeader(_ line: String) {
@@ -103,22 +105,22 @@ final class Transfer: @unchecked Sendable {
     // MARK: Completion (any thread, under `lock`)
 
     func awaitCompletion(_ continuation: CheckedContinuation<(RawHead, [UInt8]), any Error>) {
-        lock.withLock { completion = continuation }
+        waiters.withLock { $0.completion = continuation }
     }
 
     func awaitHead(_ continuation: CheckedContinuation<RawHead, any Error>) {
-        lock.withLock { headWaiter = continuation }
+        waiters.withLock { $0.headWaiter = continuation }
     }
 
     /// Marks the transfer cancelled; true if it had not finished yet.
     func requestCancel() -> Bool {
-        lock.withLock {
-            cancelRequested = true
-            return !finished
+        waiters.withLock {
+            $0.cancelRequested = true
+            return !$0.finished
         }
     }
 
-    var isCancelRequested: Bool { lock.withLock { cancelRequested } }
+    var isCancelRequested: Bool { waiters.withLock { $0.cancelRequested } }
 
     /// Headers are complete (event thread): a streaming caller gets the head now.
     func deliverHead() {
@@ -128,9 +130,9 @@ final class Transfer: @unchecked Sendable {
             exchange.deliverHead(head)
             return
         }
-        let waiter = lock.withLock {
-            let waiter = headWaiter
-            headWaiter = nil
+        let waiter = waiters.withLock {
+            let waiter = $0.headWaiter
+            $0.headWaiter = nil
             return waiter
         }
         waiter?.resume(returning: head)
@@ -145,13 +147,13 @@ final class Transfer: @unchecked Sendable {
             exchange.finished(error, head: RawHead(status: status, bytes: headBytes))
             return
         }
-        typealias Waiters = (CheckedContinuation<(RawHead, [UInt8]), any Error>?, CheckedContinuation<RawHead, any Error>?, Bool)
-        let (completion, headWaiter, cancelled): Waiters = lock.withLock {
-            guard !finished else { return (nil, nil, false) }
-            finished = true
-            let taken = (self.completion, self.headWaiter, cancelRequested)
-            self.completion = nil
-            self.headWaiter = nil
+        typealias Taken = (CheckedContinuation<(RawHead, [UInt8]), any Error>?, CheckedContinuation<RawHead, any Error>?, Bool)
+        let (completion, headWaiter, cancelled): Taken = waiters.withLock {
+            guard !$0.finished else { return (nil, nil, false) }
+            $0.finished = true
+            let taken = ($0.completion, $0.headWaiter, $0.cancelRequested)
+            $0.completion = nil
+            $0.headWaiter = nil
             return taken
         }
         let error: HTTPClientError?
@@ -184,11 +186,11 @@ final class Transfer: @unchecked Sendable {
             exchange.finished(error, head: RawHead(status: status, bytes: headBytes))
             return
         }
-        let (completion, headWaiter) = lock.withLock {
-            finished = true
-            let taken = (self.completion, self.headWaiter)
-            self.completion = nil
-            self.headWaiter = nil
+        let (completion, headWaiter) = waiters.withLock {
+            $0.finished = true
+            let taken = ($0.completion, $0.headWaiter)
+            $0.completion = nil
+            $0.headWaiter = nil
             return taken
         }
         completion?.resume(throwing: error)
