@@ -47,14 +47,18 @@ public final class LoopExchange: @unchecked Sendable {
 
     /// Every buffered byte, for a body known to be complete and small.
     public func takeAll() -> [UInt8] {
+        defer {
+            chunks = []
+            firstChunk = 0
+            offset = 0
+            buffered = 0
+        }
+        // A small answer is usually one chunk: handed over as it is.
+        if chunks.count - firstChunk == 1, offset == 0 { return chunks[firstChunk] }
         var whole: [UInt8] = []
         whole.reserveCapacity(buffered)
         for chunk in chunks[firstChunk...] { whole.append(contentsOf: chunk) }
         if offset > 0 { whole.removeFirst(offset) }
-        chunks = []
-        firstChunk = 0
-        offset = 0
-        buffered = 0
         return whole
     }
 

@@ -213,6 +213,8 @@ final class Transfer: @unchecked Sendable {
                 }
             }
             headBytes.removeAll(keepingCapacity: true)
+            // One buffer for a typical head (growing line by line copied it five times).
+            if headBytes.capacity < 1024 { headBytes.reserveCapacity(1024) }
         } else if line.count <= 2, line.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             // 1xx blocks (100 Continue) are followed by the real one. A small announced body is
             // awaited: `finish` hands head and body over together.

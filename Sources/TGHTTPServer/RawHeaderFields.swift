@@ -23,7 +23,8 @@ public struct RawHeaderFields: Sendable, Equatable {
         while end > start, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
         let trimmed = UnsafeBufferPointer(rebasing: value[start..<end])
         guard !trimmed.contains(where: { $0 == 0 || $0 == 0x0D || $0 == 0x0A }) else { return false }
-        storage.reserveCapacity(storage.count + name.count + trimmed.count + 2)
+        // One buffer for a typical answer's fields (an exact reserve per field would copy each time).
+        if storage.capacity == 0 { storage.reserveCapacity(512) }
         storage.append(contentsOf: name)
         storage.append(0)
         storage.append(contentsOf: trimmed)
