@@ -22,6 +22,11 @@ public final class TokenGateMetrics: Sendable {
         var status: Int
     }
 
+    /// Proxied calls by the path that answered them: `loop` (session and upstream token from
+    /// memory, answered on the event loop) or `task` (anything the memory could not answer).
+    let proxyLoopCalls: CoreMetrics.Counter
+    let proxyTaskCalls: CoreMetrics.Counter
+
     public init() {
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -32,6 +37,8 @@ public final class TokenGateMetrics: Sendable {
             .seconds(10), .seconds(30),
         ]
         self.factory = factory
+        proxyLoopCalls = CoreMetrics.Counter(label: "tokengate_proxy_calls_total", dimensions: [("path", "loop")], factory: factory)
+        proxyTaskCalls = CoreMetrics.Counter(label: "tokengate_proxy_calls_total", dimensions: [("path", "task")], factory: factory)
     }
 
     /// The domain's view of the same registry.

@@ -139,7 +139,7 @@ public enum TokenGateApp {
                 )
             }
             if !upstreams.isEmpty {
-                ProxyRoutes.add(to: &router, upstreams: upstreams, auth: auth, publicBaseURL: publicBaseURL(configuration))
+                ProxyRoutes.add(to: &router, upstreams: upstreams, auth: auth, publicBaseURL: publicBaseURL(configuration), metrics: metrics)
             }
         }
         return router

@@ -45,7 +45,7 @@ extension HTTPClient {
     func prepare(_ transfer: Transfer, _ request: LoopRequest, body: HTTPClientRequestBody, timeout: Duration?) throws {
         let url = try validatedURL(scheme: request.scheme, authority: request.authority, path: request.path)
         try prepare(transfer, method: request.method, url: url, body: body, timeout: timeout, hasContentType: request.headers.hasContentType) {
-            request.headers.forEachLine { transfer.appendHeader(line: $0) }
+            transfer.useHeaderLines(request.headers)
         }
     }
 
@@ -127,6 +127,7 @@ extension HTTPClient {
         // No "Expect: 100-continue" round trip; no content-type guessed for bodies.
         transfer.appendHeader("Expect:")
         if hasBody, !hasContentType { transfer.appendHeader("Content-Type:") }
+        transfer.finishHeaders()
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, transfer.headerList))
         if failed != CURLE_OK { throw HTTPClientError.from(failed, detail: "setting up the request") }
     }

@@ -7,6 +7,7 @@ public struct HeaderLines: Sendable {
     private(set) var storage: [UInt8] = []
     /// A `Content-Type` line is among them.
     private(set) var hasContentType = false
+    private(set) var lineCount = 0
 
     public init() {
         storage.reserveCapacity(512)
@@ -32,7 +33,15 @@ public struct HeaderLines: Sendable {
         storage.append(UInt8(ascii: " "))
         storage.append(contentsOf: value)
         storage.append(0)
+        lineCount += 1
         return true
+    }
+
+    /// A line of the client's own (`Expect:`), unchecked.
+    mutating func appendClientLine(_ line: String) {
+        storage.append(contentsOf: line.utf8)
+        storage.append(0)
+        lineCount += 1
     }
 
     /// Each line as a C string.

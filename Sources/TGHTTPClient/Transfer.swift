@@ -23,6 +23,10 @@ final class Transfer: @unchecked Sendable {
     let easy: OpaquePointer
     let mode: Mode
     private(set) var headerList: UnsafeMutablePointer<curl_slist>?
+    /// Lines waiting to become `headerBlock` (see ``useHeaderLines(_:)``).
+    private var pendingLines: HeaderLines?
+    /// The header list's nodes and text in one allocation, when built from ``HeaderLines``.
+    private var headerBlock: UnsafeMutableRawPointer?
     /// The handle's own (see `EasyHandlePool`), cleared for each request.
     let errorBuffer: UnsafeMutablePointer<CChar>
     var status = 0
@@ -70,16 +74,49 @@ final class Transfer: @unchecked Sendable {
     deinit {
         // The client removed the handle from its multi handle before releasing the transfer.
         handles.give(easy, errorBuffer: errorBuffer, reusable: !needsCommonOptions)
-        if let headerList { curl_slist_free_all(headerList) }
+        if let headerBlock {
+            headerBlock.deallocate()
+        } else if let headerList {
+            curl_slist_free_all(headerList)
+        }
     }
 
     func appendHeader(_ line: String) {
+        if pendingLines != nil {
+            pendingLines?.appendClientLine(line)
+            return
+        }
         headerList = curl_slist_append(headerList, line)
     }
 
-    /// Appends a line that is already a C string (libcurl copies it).
-    func appendHeader(line: UnsafePointer<CChar>) {
-        headerList = curl_slist_append(headerList, line)
+    /// Header lines built by the caller: with the client's own lines they become one block
+    /// (list nodes and text in a single allocation) in ``finishHeaders()``, instead of two
+    /// allocations per line through `curl_slist_append`.
+    func useHeaderLines(_ lines: HeaderLines) {
+        precondition(headerList == nil, "header lines come first")
+        pendingLines = lines
+    }
+
+    /// The header list is complete: lines given to ``useHeaderLines(_:)`` become its block.
+    func finishHeaders() {
+        guard let lines = pendingLines else { return }
+        pendingLines = nil
+        let count = lines.lineCount
+        guard count > 0 else { return }
+        let nodeBytes = count * MemoryLayout<curl_slist>.stride
+        let block = UnsafeMutableRawPointer.allocate(byteCount: nodeBytes + lines.storage.count, alignment: MemoryLayout<curl_slist>.alignment)
+        let text = (block + nodeBytes).bindMemory(to: CChar.self, capacity: lines.storage.count)
+        lines.storage.withUnsafeBytes { UnsafeMutableRawPointer(text).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        let nodes = block.bindMemory(to: curl_slist.self, capacity: count)
+        var start = 0
+        var index = 0
+        for position in 0..<lines.storage.count where lines.storage[position] == 0 {
+            (nodes + index).initialize(to: curl_slist(data: text + start, next: index + 1 < count ? nodes + index + 1 : nil))
+            start = position + 1
+            index += 1
+        }
+        headerBlock = block
+        headerList = nodes
     }
 
     /// Appends `name: value` (libcurl copies the line), built in place without a Swift string.

@@ -41,6 +41,26 @@ import Testing
             #expect(headers["x-request-id"] == result.header("X-Request-ID"))
             // The TokenGate token never reaches the API, in any header.
             #expect(!harness.graph!.received.contains { request in request.headerFields.contains { $0.value.contains(token) } })
+
+            // The same call again: session and upstream token are in memory now, so it is
+            // answered on the event loop (ProxyRoutes+Loop.swift), which must send the same.
+            let again = try await curl([
+                "-i", harness.baseURL + "/api/graph/echo?$select=id,displayName&x=1", "-H", "Authorization: Bearer \(token)",
+                "-H", "Cookie: tg_session=secret", "-H", "X-Forwarded-For: 6.6.6.6", "-H", "X-Forwarded-Host: evil.example",
+                "-H", "Connection: X-Hop", "-H", "X-Hop: 1", "-H", "X-TokenGate-Debug: 1",
+                "-H", "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "-H", "X-Custom: from-app",
+                "-H", "X-Other: kept",
+            ])
+            #expect(again.status == 200, "\(again.body)")
+            var loopHeaders = try #require(again.json["headers"] as? [String: String])
+            var taskHeaders = headers
+            #expect(loopHeaders["x-request-id"] == again.header("X-Request-ID"))
+            loopHeaders["x-request-id"] = nil
+            taskHeaders["x-request-id"] = nil
+            #expect(loopHeaders == taskHeaders)
+            let scrape = try await curl([harness.baseURL + "/metrics"]).stdout
+            #expect(scrape.contains(#"tokengate_proxy_calls_total{path="loop"} 1"#), "\(scrape)")
+            #expect(scrape.contains(#"tokengate_proxy_calls_total{path="task"} 1"#))
         }
     }
 

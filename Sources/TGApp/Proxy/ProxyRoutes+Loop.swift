@@ -1,3 +1,4 @@
+import CoreMetrics
 import HTTPTypes
 import TGAuth
 import TGEventLoop
@@ -46,6 +47,7 @@ extension ProxyRoutes {
                     self.forwardAsync(request, info, responder, rejected: token.value)
                     return
                 }
+                self.metrics?.proxyLoopCalls.increment()
                 responder.respond(Self.relay(head, exchange, method: method, location: location))
             }
         } catch {
@@ -55,6 +57,7 @@ extension ProxyRoutes {
 
     /// The async path (`forward`) in a task of its own, answering through `responder`.
     func forwardAsync(_ request: ServerRequest, _ info: RequestInfo, _ responder: RouteResponder, rejected: String? = nil) {
+        metrics?.proxyTaskCalls.increment()
         Task {
             do {
                 responder.respond(try await forward(request, info, rejected: rejected))

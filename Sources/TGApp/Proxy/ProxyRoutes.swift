@@ -45,22 +45,32 @@ final class ProxyRoutes: Sendable {
     let publicHost: String
     /// Per API, how its own `Location`s become TokenGate's.
     let locations: [String: ProxyLocation]
+    /// `tokengate_proxy_calls_total` by path, when metrics are on.
+    let metrics: TokenGateMetrics?
 
     init(
         upstreams: [String: Upstream],
         auth: AuthService,
         publicScheme: String,
         publicHost: String,
-        locations: [String: ProxyLocation]
+        locations: [String: ProxyLocation],
+        metrics: TokenGateMetrics?
     ) {
         self.upstreams = upstreams
         self.auth = auth
         self.publicScheme = publicScheme
         self.publicHost = publicHost
         self.locations = locations
+        self.metrics = metrics
     }
 
-    static func add(to router: inout Router, upstreams: [Upstream], auth: AuthService, publicBaseURL: String) {
+    static func add(
+        to router: inout Router,
+        upstreams: [Upstream],
+        auth: AuthService,
+        publicBaseURL: String,
+        metrics: TokenGateMetrics? = nil
+    ) {
         let base = URLComponents(string: publicBaseURL)
         let routes = ProxyRoutes(
             upstreams: Dictionary(upstreams.map { ($0.settings.name, $0) }, uniquingKeysWith: { first, _ in first }),
@@ -74,7 +84,8 @@ final class ProxyRoutes: Sendable {
                     }
                 },
                 uniquingKeysWith: { first, _ in first }
-            )
+            ),
+            metrics: metrics
         )
         for method in methods {
             router.add(method, "/api/{upstream}/**", .loop { request, info, responder in routes.forwardFromLoop(request, info, responder) })
