@@ -162,7 +162,12 @@ public struct Router: Sendable {
             case .literal(let text):
                 guard actual.elementsEqual(text.utf8) else { return nil }
             case .parameter(let name):
-                guard !actual.isEmpty, let value = FormURLEncoding.percentDecode(actual, plusAsSpace: false) else { return nil }
+                guard !actual.isEmpty else { return nil }
+                // Most values have nothing to decode: taken as they are, without a buffer.
+                let plain = !actual.contains(UInt8(ascii: "%"))
+                guard let value = plain ? String(Substring(actual)) : FormURLEncoding.percentDecode(actual, plusAsSpace: false) else {
+                    return nil
+                }
                 parameters[name] = value
             case .rest:
                 return nil
