@@ -1,3 +1,5 @@
+import TGEventLoop
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,11 +10,19 @@ import Glibc
 /// noticed while suspended, so every deferred request is registered here until it completes.
 /// One thread checks the registry every `interval`; a request past its deadline is completed with
 /// the timeout response (which resumes the connection) and its task is cancelled.
+///
+/// The registry is split by event loop: every deferred request registers and leaves, so one lock
+/// for all loops would bounce between their cores on every call.
 final class DeadlineWatcher: @unchecked Sendable {
-    // Invariant: `pending` and `running` are accessed only with `lock` held; the thread is started
-    // once in init and ends after `stop()` sets `running` to false.
-    private let lock = Lock()
-    private var pending: [ObjectIdentifier: RequestContext] = [:]
+    // Invariant: a shard's `pending` is accessed only with its `lock` held; `running` only with
+    // `runningLock` held; the thread is started once and ends after `stop()` clears `running`.
+    private final class Shard: @unchecked Sendable {
+        // Invariant: `pending` only with `lock` held.
+        let lock = Lock()
+        var pending: [ObjectIdentifier: RequestContext] = [:]
+    }
+    private let shards = (0..<16).map { _ in Shard() }
+    private let runningLock = Lock()
     private var running = true
     private let interval: Duration
     private let expire: @Sendable (RequestContext) -> Void
@@ -47,28 +57,36 @@ final class DeadlineWatcher: @unchecked Sendable {
         self.thread = thread
     }
 
+    private func shard(_ context: RequestContext) -> Shard {
+        shards[context.daemon.loop.index & (shards.count - 1)]
+    }
+
     func register(_ context: RequestContext) {
-        lock.withLock { pending[ObjectIdentifier(context)] = context }
+        let shard = shard(context)
+        shard.lock.withLock { shard.pending[ObjectIdentifier(context)] = context }
     }
 
     func remove(_ context: RequestContext) {
-        lock.withLock { _ = pending.removeValue(forKey: ObjectIdentifier(context)) }
+        let shard = shard(context)
+        shard.lock.withLock { _ = shard.pending.removeValue(forKey: ObjectIdentifier(context)) }
     }
 
     /// Expires every registered request now (used when a drain runs out of time).
     func expireAll() {
-        let all = lock.withLock {
-            let all = Array(pending.values)
-            pending.removeAll()
-            return all
+        for shard in shards {
+            let all = shard.lock.withLock {
+                let all = Array(shard.pending.values)
+                shard.pending.removeAll()
+                return all
+            }
+            for context in all { expire(context) }
         }
-        for context in all { expire(context) }
     }
 
-    var count: Int { lock.withLock { pending.count } }
+    var count: Int { shards.reduce(0) { total, shard in total + shard.lock.withLock { shard.pending.count } } }
 
     func stop() {
-        lock.withLock { running = false }
+        runningLock.withLock { running = false }
         if let thread { pthread_join(thread, nil) }
         thread = nil
     }
@@ -81,14 +99,15 @@ final class DeadlineWatcher: @unchecked Sendable {
             var request = timespec(tv_sec: Int(nanos / 1_000_000_000), tv_nsec: Int(nanos % 1_000_000_000))
             nanosleep(&request, nil)
             let now = clock.now
-            let expired: [RequestContext]? = lock.withLock {
-                guard running else { return nil }
-                let due = pending.values.filter { ($0.deadline ?? now) <= now }
-                for context in due { pending.removeValue(forKey: ObjectIdentifier(context)) }
-                return due
+            guard runningLock.withLock({ running }) else { return }
+            for shard in shards {
+                let expired: [RequestContext] = shard.lock.withLock {
+                    let due = shard.pending.values.filter { ($0.deadline ?? now) <= now }
+                    for context in due { shard.pending.removeValue(forKey: ObjectIdentifier(context)) }
+                    return due
+                }
+                for context in expired { expire(context) }
             }
-            guard let expired else { return }
-            for context in expired { expire(context) }
             turn += 1
             if turn % 5 == 0 { tick?(now) }
         }
