@@ -14,7 +14,13 @@ public final class TokenGateMetrics: Sendable {
     public let factory: PrometheusMetricsFactory
     /// The request counter and timer of each (route, method, status) seen: making them through
     /// the registry costs a lock and a lookup by name and labels, on every request otherwise.
-    private let requestMetrics = Mutex<[RequestKey: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]>([:])
+    /// Split by event loop (`shard`): one lock for all loops would bounce between their cores on
+    /// every request.
+    private let requestMetrics = (0..<16).map { _ in RequestMetricsShard() }
+
+    final class RequestMetricsShard: Sendable {
+        let known = Mutex<[RequestKey: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]>([:])
+    }
 
     struct RequestKey: Hashable {
         var route: String
@@ -50,9 +56,9 @@ public final class TokenGateMetrics: Sendable {
 
     /// One answered request: by route pattern (`-` when none matched), method and status; its
     /// time to the response head.
-    func request(route: String, method: String, status: Int, duration: Duration) {
+    func request(route: String, method: String, status: Int, duration: Duration, shard: Int = 0) {
         let key = RequestKey(route: route, method: Self.methods.contains(method) ? method : "other", status: status)
-        let metrics = requestMetrics.withLock { known in
+        let metrics = requestMetrics[shard & (requestMetrics.count - 1)].known.withLock { known in
             if let metrics = known[key] { return metrics }
             let made = (
                 counter: CoreMetrics.Counter(

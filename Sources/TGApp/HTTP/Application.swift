@@ -1,6 +1,7 @@
 import HTTPTypes
 public import Logging
 import Synchronization
+import TGEventLoop
 public import TGHTTPServer
 import TGPostgres
 
@@ -120,7 +121,13 @@ public final class Application: Sendable {
         response.headerFields[Self.requestIDField] = requestID
         guard accessLog || metrics != nil else { return response }
         let elapsed = ContinuousClock.now - started
-        metrics?.request(route: route, method: request.head.method.rawValue, status: response.status.code, duration: elapsed)
+        metrics?.request(
+            route: route,
+            method: request.head.method.rawValue,
+            status: response.status.code,
+            duration: elapsed,
+            shard: request.loop?.index ?? 0
+        )
         if accessLog {
             let millis = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
             logger.info(
