@@ -155,8 +155,14 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     /// Sends a request and returns as soon as the response head is in; the body follows as a
-    /// stream with back-pressure (the transfer pauses while the consumer is behind). The whole
-    /// exchange, body included, must finish within `timeout`.
+    /// stream with back-pressure (the transfer pauses while the consumer is behind).
+    ///
+    /// `idleTimeout` is the longest the exchange may go quiet: no byte sent or received while
+    /// neither side is paused by its reader or writer. So the head must arrive within it of the
+    /// request body's last byte, and the response body may not stall for longer; time the
+    /// transfer spends paused (a slow reader of the answer, an upload that waits for its
+    /// producer) does not count, and no deadline covers the whole exchange: a long upload or
+    /// download that keeps moving is never cut (`CURLOPT_TIMEOUT` would count the pauses).
     ///
     /// A response whose `Content-Length` is at most `wholeBodyUpTo` (capped at `bufferSize`) is
     /// returned only once its body is in: reading it then never waits, and the caller is woken
@@ -164,7 +170,7 @@ public final class HTTPClient: @unchecked Sendable {
     public func stream(
         _ request: HTTPRequest,
         body: HTTPClientRequestBody = .none,
-        timeout: Duration,
+        idleTimeout: Duration,
         bufferSize: Int = 256 * 1024,
         wholeBodyUpTo: Int = 0
     ) async throws -> HTTPClientStreamingResponse {
@@ -174,7 +180,8 @@ public final class HTTPClient: @unchecked Sendable {
         channel.onDrained = { [weak self, weak transfer] in
             if let transfer { self?.submit(.resume(transfer)) }
         }
-        try prepare(transfer, request, body: body, timeout: timeout)
+        try prepare(transfer, request, body: body, timeout: nil)
+        transfer.idleTimeout = LoopExchange.nanoseconds(idleTimeout)
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.awaitHead(continuation)
@@ -259,6 +266,8 @@ public final class HTTPClient: @unchecked Sendable {
         let remaining = Array(active.values)
         active.removeAll()
         for transfer in remaining {
+            transfer.idleTimer?.cancel()
+            transfer.idleTimer = nil
             curl_multi_remove_handle(multi, transfer.easy)
             transfer.fail(.shutDown)
             Unmanaged.passUnretained(transfer).release()
@@ -279,6 +288,10 @@ public final class HTTPClient: @unchecked Sendable {
             }
             _ = Unmanaged.passRetained(transfer)
             active[ObjectIdentifier(transfer)] = transfer
+            if transfer.idleTimeout > 0 {
+                transfer.lastActivity = EventLoop.now()
+                armIdleTimer(transfer)
+            }
             curl_multi_add_handle(multi, transfer.easy)
         case .cancel(let transfer):
             guard active.removeValue(forKey: ObjectIdentifier(transfer)) != nil else { return }
@@ -290,6 +303,27 @@ public final class HTTPClient: @unchecked Sendable {
             transfer.pausedForWrite = false
             transfer.pausedForRead = false
             curl_easy_pause(transfer.easy, curlPauseContinue)
+        }
+    }
+
+    private func armIdleTimer(_ transfer: Transfer) {
+        transfer.idleTimer = loop.schedule(at: transfer.lastActivity + transfer.idleTimeout) { [weak self, weak transfer] in
+            guard let self, let transfer else { return }
+            self.idleCheck(transfer)
+        }
+    }
+
+    /// A streamed exchange's idle timer fired: cut it if nothing moved for the idle timeout.
+    /// Paused for its reader or writer, it is not the peer that is slow.
+    private func idleCheck(_ transfer: Transfer) {
+        transfer.idleTimer = nil
+        guard active[ObjectIdentifier(transfer)] != nil else { return }
+        let now = EventLoop.now()
+        if transfer.pausedForWrite || transfer.pausedForRead { transfer.lastActivity = now }
+        if now - transfer.lastActivity < transfer.idleTimeout {
+            armIdleTimer(transfer)
+        } else {
+            cancelOnLoop(transfer, error: .timeout)
         }
     }
 

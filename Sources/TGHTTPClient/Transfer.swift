@@ -3,6 +3,7 @@ import CShims
 import Foundation
 public import HTTPTypes
 import Synchronization
+import TGEventLoop
 
 /// One request in flight: its easy handle and everything libcurl reads or writes through
 /// callbacks. Created on the caller's task, then owned by the event thread once added.
@@ -47,6 +48,12 @@ final class Transfer: @unchecked Sendable {
     /// Set on the event thread when a callback paused the transfer.
     var pausedForWrite = false
     var pausedForRead = false
+    /// A streamed exchange's idle deadline (see `HTTPClient.stream`): the longest it may go
+    /// quiet, in nanoseconds (0: none), when bytes last moved either way, and the timer that
+    /// checks. Event thread.
+    var idleTimeout: Int64 = 0
+    var lastActivity: Int64 = 0
+    var idleTimer: EventLoopTimer?
 
     private struct Waiters {
         var completion: CheckedContinuation<(RawHead, [UInt8]), any Error>?
@@ -184,6 +191,8 @@ final class Transfer: @unchecked Sendable {
             exchange.finished(error, head: RawHead(status: status, bytes: headBytes))
             return
         }
+        idleTimer?.cancel()
+        idleTimer = nil
         typealias Taken = (CheckedContinuation<(RawHead, [UInt8]), any Error>?, CheckedContinuation<RawHead, any Error>?, Bool)
         let (completion, headWaiter, cancelled): Taken = waiters.withLock {
             guard !$0.finished else { return (nil, nil, false) }
@@ -194,7 +203,9 @@ final class Transfer: @unchecked Sendable {
             return taken
         }
         let error: HTTPClientError?
-        if cancelled {
+        if let override, override != .cancelled {
+            error = override
+        } else if cancelled {
             error = .cancelled
         } else if tooLarge {
             error = .responseTooLarge
@@ -241,6 +252,7 @@ final class Transfer: @unchecked Sendable {
     /// One header line, kept as bytes (parsing waits for the caller's task): a status line starts
     /// a new block, a blank line ends it.
     func receiveHeader(_ line: UnsafeBufferPointer<UInt8>) {
+        if idleTimeout > 0 { lastActivity = EventLoop.now() }
         if line.starts(with: Self.statusPrefix) {
             // "HTTP/1.1 200 …" or "HTTP/2 200": the three digits after the first space.
             status = 0
@@ -282,7 +294,10 @@ final class Transfer: @unchecked Sendable {
             return data.count
         case .streaming(let channel):
             if channel.isFinished { return 0 }
-            if channel.offer(Array(data)) { return data.count }
+            if channel.offer(Array(data)) {
+                if idleTimeout > 0 { lastActivity = EventLoop.now() }
+                return data.count
+            }
             pausedForWrite = true
             return Int(CURL_WRITEFUNC_PAUSE)
         case .onLoop(let exchange):
@@ -302,6 +317,7 @@ final class Transfer: @unchecked Sendable {
             // A producer that failed must not end the body as if it were complete (a chunked
             // body would look whole to the server): abort the transfer instead.
             if count == 0, channel.hasFailed { return Int(CURL_READFUNC_ABORT) }
+            if idleTimeout > 0 { lastActivity = EventLoop.now() }
             return count
         }
         let count = min(capacity, uploadBytes.count - uploadOffset)

@@ -102,7 +102,7 @@ final class DeadlineWatcher: @unchecked Sendable {
             guard runningLock.withLock({ running }) else { return }
             for shard in shards {
                 let expired: [RequestContext] = shard.lock.withLock {
-                    let due = shard.pending.values.filter { ($0.deadline ?? now) <= now }
+                    let due = shard.pending.values.filter { $0.isDue(at: now) }
                     for context in due { shard.pending.removeValue(forKey: ObjectIdentifier(context)) }
                     return due
                 }

@@ -52,7 +52,8 @@ extension HTTPServer {
     /// The body size, deadline and body mode of one request.
     public struct RequestLimits: Sendable, Equatable {
         public var maxBodySize: Int
-        /// For a streamed body, the deadline counts from the head: it covers the upload too.
+        /// For a streamed body, the deadline counts from the last body bytes received: an upload
+        /// that keeps arriving is not cut, one that stops (or whose reader stops) is.
         public var requestTimeout: Duration
         /// The handler is called as soon as the head arrived and reads the body from
         /// ``ServerRequest/bodyStream`` while it arrives (``ServerRequest/body`` stays empty), with

@@ -72,6 +72,7 @@ extension HTTPServer {
     ) -> MHD_Result {
         let total = received + count
         context.stage = .streaming(received: total)
+        noteBodyProgress(context)
         guard let stream = context.bodyStream, let uploadData else { return MHD_Result.YES }
         let lock = stream.lock
         if total > context.maxBodySize {
@@ -96,6 +97,7 @@ extension HTTPServer {
     /// The last access-handler call of the body: end the stream, then answer now or wait.
     func endStreaming(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
         context.stage = .dispatched
+        noteBodyProgress(context)
         guard let stream = context.bodyStream else { return MHD_Result.NO }
         let lock = stream.lock
         lock.lock()
@@ -112,6 +114,13 @@ extension HTTPServer {
             wake?.resume()
             return MHD_Result.YES
         }
+    }
+
+    /// Body bytes arrived: the request's deadline counts from now (loop thread, where the
+    /// deadline was set).
+    private func noteBodyProgress(_ context: RequestContext) {
+        guard let deadline = context.deadline else { return }
+        context.bodyProgressed(at: .now, since: deadline.advanced(by: .zero - context.requestTimeout))
     }
 
     /// How many body bytes in all are read before a connection is cut: a little past the limit

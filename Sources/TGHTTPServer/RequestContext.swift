@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import HTTPTypes
+import Synchronization
 
 /// Everything the server keeps for one request, from the URI-log callback (which allocates it)
 /// to the request-completed callback (which releases it).
@@ -48,11 +49,28 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var bridge = BridgeStateMachine<ServerResponse>()
     var task: Task<Void, Never>?
     var deadline: ContinuousClock.Instant?
+    /// A streamed body's progress: how far past `deadline` its last bytes arrived moved it, in
+    /// nanoseconds (the body's reader thread and the watcher read it; the loop writes it).
+    let deadlineExtension = Atomic<Int64>(0)
     /// The connection's head-deadline entry (see ``HeadDeadlines``), if it has one.
     var connectionEntry: HeadDeadlines.Entry?
     /// Set on the loop thread when the handler answered `.async` (before its task exists).
     var isAsync = false
     var startsInline = false
+
+    /// Whether the request's deadline passed at `now`: for a streamed body, `requestTimeout`
+    /// after the last bytes arrived, so an upload that keeps arriving is never cut (the minimum
+    /// data rate of `HeadDeadlines` bounds a slow one). Nil deadline: due at once.
+    func isDue(at now: ContinuousClock.Instant) -> Bool {
+        guard let deadline else { return true }
+        return deadline.advanced(by: .nanoseconds(deadlineExtension.load(ordering: .relaxed))) <= now
+    }
+
+    /// Body bytes arrived (loop thread): the deadline moves to `requestTimeout` from now.
+    func bodyProgressed(at now: ContinuousClock.Instant, since start: ContinuousClock.Instant) {
+        let elapsed = (now - start).components
+        deadlineExtension.store(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000, ordering: .relaxed)
+    }
 
     init(target: String, connection: OpaquePointer?, daemon: LoopDaemon) {
         self.target = target

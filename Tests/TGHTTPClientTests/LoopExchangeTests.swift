@@ -86,7 +86,7 @@ import Testing
         let client = testClient()
         let clock = ContinuousClock()
         let started = clock.now
-        let response = try await client.stream(get(relay.server.port, "/big"), timeout: .seconds(60))
+        let response = try await client.stream(get(relay.server.port, "/big"), idleTimeout: .seconds(60))
         #expect(response.head.status == .ok)
         var total = 0
         var reads = 0
@@ -156,7 +156,7 @@ import Testing
         let client = testClient()
         let clock = ContinuousClock()
         let started = clock.now
-        let response = try await client.stream(get(relay.server.port, "/quiet"), timeout: .seconds(10))
+        let response = try await client.stream(get(relay.server.port, "/quiet"), idleTimeout: .seconds(10))
         #expect(response.head.status == .ok)
         await #expect(throws: HTTPClientError.self) {
             for try await _ in response {}

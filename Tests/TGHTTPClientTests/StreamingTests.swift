@@ -22,7 +22,7 @@ import Testing
         }
         try server.start()
         let client = testClient()
-        let response = try await client.stream(get(server.port, "/big"), timeout: .seconds(60), bufferSize: 256 * 1024)
+        let response = try await client.stream(get(server.port, "/big"), idleTimeout: .seconds(60), bufferSize: 256 * 1024)
         #expect(response.head.status == .ok)
         #expect(response.head.headerFields[.contentLength] == nil)
         var total = 0
@@ -46,7 +46,7 @@ import Testing
             body: .stream(length: nil) { writer in
                 for _ in 0..<300 { try await writer.write(piece) }
             },
-            timeout: .seconds(30)
+            idleTimeout: .seconds(30)
         )
         let body = try await response.collect(upTo: 8 << 20)
         #expect(body.count == 3_000_000)
@@ -64,7 +64,7 @@ import Testing
                 try await writer.write(Array("abc".utf8))
                 try await writer.write(Array("def".utf8))
             },
-            timeout: .seconds(10)
+            idleTimeout: .seconds(10)
         )
         #expect(response.head.headerFields[HTTPField.Name("X-Method")!] == "PUT")
         #expect(try await response.collect(upTo: 100) == Array("abcdef".utf8))
@@ -88,7 +88,7 @@ import Testing
         try server.start()
         let client = testClient()
         do {
-            let response = try await client.stream(get(server.port, "/endless"), timeout: .seconds(60))
+            let response = try await client.stream(get(server.port, "/endless"), idleTimeout: .seconds(60))
             var iterator = response.makeAsyncIterator()
             _ = try await iterator.next()
         }
@@ -128,7 +128,7 @@ import Testing
         open.yield()
         let server = try gatedServer(gate)
         let client = testClient()
-        let response = try await client.stream(get(server.port, "/small"), timeout: .seconds(10), wholeBodyUpTo: 64)
+        let response = try await client.stream(get(server.port, "/small"), idleTimeout: .seconds(10), wholeBodyUpTo: 64)
         #expect(response.channel.isFinished)
         #expect(try await response.collect(upTo: 64) == Array("helloworld".utf8))
         client.shutdown()
@@ -155,7 +155,7 @@ import Testing
         let (gate, open) = AsyncStream.makeStream(of: Void.self)
         let server = try gatedServer(gate)
         let client = testClient()
-        let response = try await client.stream(get(server.port, "/small"), timeout: .seconds(10), wholeBodyUpTo: 9)
+        let response = try await client.stream(get(server.port, "/small"), idleTimeout: .seconds(10), wholeBodyUpTo: 9)
         // The server holds the second half until the head was seen here.
         #expect(!response.channel.isFinished)
         open.yield()

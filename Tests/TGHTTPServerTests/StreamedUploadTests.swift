@@ -192,6 +192,33 @@ import Glibc
         await server.shutdown()
     }
 
+    @Test func anUploadThatKeepsArrivingOutlastsTheRequestDeadline() async throws {
+        let server = try Self.start(requestTimeout: .milliseconds(300)) { _ in
+            .async { request in
+                var count = 0
+                do {
+                    for try await chunk in request.bodyStream! { count += chunk.count }
+                } catch {
+                    return ServerResponse(status: .badRequest, contentType: "text/plain", body: "\(error)")
+                }
+                return ServerResponse(status: .ok, contentType: "text/plain", body: "\(count)")
+            }
+        }
+        let connection = try RawConnection(port: server.port)
+        let started = ContinuousClock.now
+        try await connection.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 120000\r\n\r\n")
+        for _ in 0..<12 {
+            // Four times the deadline in all, but never 300 ms without a byte.
+            try await Task.sleep(for: .milliseconds(100))
+            try await connection.send(String(repeating: "u", count: 10_000))
+        }
+        let response = try await connection.readResponse()
+        #expect(response.hasPrefix("HTTP/1.1 200"), "\(response)")
+        #expect(response.hasSuffix("120000"))
+        #expect(ContinuousClock.now - started > .milliseconds(1100))
+        await server.shutdown()
+    }
+
     @Test func routesWithoutTheFlagStillGetTheWholeBodyAndNoStream() async throws {
         let server = try Self.start { request in
             let streams = request.bodyStream != nil

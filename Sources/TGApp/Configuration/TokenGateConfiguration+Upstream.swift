@@ -13,7 +13,8 @@ extension TokenGateConfiguration {
         public var methods: [String]
         /// Paths forwarded (segment prefixes of the path after `/api/{name}`); others answer 403.
         public var pathPrefixes: [String]
-        /// The whole exchange, response body included, must finish within this.
+        /// The longest the exchange may go quiet: the head is due this long after the request (or
+        /// an upload's last byte), and the body may not stall longer (docs/proxy.md).
         public var timeoutSeconds: Int
         public var connectTimeoutSeconds: Int
         /// The largest request body forwarded (413 beyond).

@@ -149,7 +149,7 @@ final class ProxyRoutes: Sendable {
             return try await upstream.client.stream(
                 head,
                 body: upload.body,
-                timeout: .seconds(upstream.settings.timeoutSeconds),
+                idleTimeout: .seconds(upstream.settings.timeoutSeconds),
                 wholeBodyUpTo: Self.smallBody
             )
         } catch let error as HTTPClientError {

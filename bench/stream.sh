@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Long streamed transfers through a real `tokengate serve`, read and sent slowly, on loopback.
+#
+#   bench/stream.sh [SECONDS] [RATE]        (defaults: 60 and 1M, curl's --limit-rate)
+#
+# Starts a throwaway PostgreSQL, oidc-provider-mock, the upstream bench/stream_upstream.py and a
+# release `tokengate serve` whose API has `timeout_seconds: 10`, logs in once, then:
+#   download  GET of a 1 GiB answer through TokenGate (the cached path, on the event loop), read
+#             at RATE for SECONDS by curl, which then stops by itself (--max-time);
+#   upload    PUT of a 1 GiB body through TokenGate (a streamed upload: the async path), sent at
+#             RATE for SECONDS, then stopped the same way.
+# Each passes only when curl is the one that stopped (exit 28, not a transfer TokenGate cut at
+# its 10 s timeout) and the bytes moved match RATE. TokenGate's resident memory is sampled every
+# second: first sample, peak, last. Everything stops by itself; nothing leaves loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+rate=${2:-1M}
+scripts/deps.sh
+
+swift build -c release --product tokengate >/dev/null
+bindir=$(swift build -c release --show-bin-path)
+
+work=$(mktemp -d /tmp/tokengate-bench-stream.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    scripts/pg.sh stop "$work/pg" 25532 >/dev/null 2>&1 || true
+    sleep 0.3
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+UPSTREAM_PORT=18281 TG_PORT=18290 MOCK_PORT=18291
+wait_for() { for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "bench: $1 did not come up" >&2; exit 1; }
+
+admin_url=$(scripts/pg.sh start "$work/pg" 25532)
+psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
+"$psql" "$admin_url" -qAt -c "CREATE DATABASE bench" >/dev/null
+python3 bench/stream_upstream.py $UPSTREAM_PORT >"$work/upstream.log" 2>&1 &
+pids+=($!)
+python3 -W ignore -m oidc_provider_mock -H 127.0.0.1 -p $MOCK_PORT >"$work/provider.log" 2>&1 &
+pids+=($!)
+wait_for "http://127.0.0.1:$MOCK_PORT/.well-known/openid-configuration"
+
+cat >"$work/tokengate.yaml" <<YAML
+server: { host: 127.0.0.1, port: $TG_PORT, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0 }
+database: { url: "${admin_url%/*}/bench", pool_size: 4 }
+log: { level: info, access_log: true }
+encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$(openssl rand -base64 32)" }] }
+clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
+providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$MOCK_PORT", client_id: tokengate, client_secret: secret }]
+upstreams:
+  - { name: files, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, timeout_seconds: 10, max_body_bytes: 2147483648 }
+YAML
+"$bindir/tokengate" migrate --config "$work/tokengate.yaml" >/dev/null
+"$bindir/tokengate" serve --config "$work/tokengate.yaml" >"$work/tg.log" 2>&1 &
+tg_pid=$!
+pids+=($tg_pid)
+wait_for "http://127.0.0.1:$TG_PORT/readyz"
+token=$(python3 scripts/mock_login.py "http://127.0.0.1:$TG_PORT" bench-app com.example.app:/cb alice \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])')
+# Warm: the upstream token is fetched once, so the download below takes the cached path.
+warm=$(curl -s -H "Authorization: Bearer $token" --data-binary hello "http://127.0.0.1:$TG_PORT/api/files/sink")
+[ "$warm" = 5 ] || { echo "bench: warm-up call answered '$warm'" >&2; tail -5 "$work/tg.log" >&2; exit 1; }
+truncate -s 1G "$work/upload.bin"
+
+rss() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$tg_pid/status"; }
+# measure NAME CURL_ARGS...: one transfer at $rate for $seconds, RSS sampled each second.
+measure() {
+    local name=$1 out rc
+    shift
+    : >"$work/rss"
+    (while kill -0 "$tg_pid" 2>/dev/null; do rss >>"$work/rss"; echo >>"$work/rss"; sleep 1; done) &
+    local sampler=$!
+    set +e
+    out=$(curl -s -o /dev/null --limit-rate "$rate" --max-time "$seconds" -H "Authorization: Bearer $token" \
+        -w '%{http_code} %{size_download} %{size_upload} %{time_total}' "$@")
+    rc=$?
+    set -e
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    read -r code down up took <<<"$out"
+    local moved=$down
+    [ "$name" = upload ] && moved=$up
+    local first peak last
+    first=$(grep -v '^$' "$work/rss" | head -n 1) peak=$(grep -v '^$' "$work/rss" | sort -g | tail -n 1) last=$(grep -v '^$' "$work/rss" | tail -n 1)
+    local verdict="not cut: curl stopped it at --max-time (exit 28)"
+    [ "$rc" = 28 ] || verdict="CUT OFF: curl exit $rc"
+    printf '%-8s %6.1f MiB in %5.1f s (%.2f MiB/s), HTTP %s, %s; TokenGate RSS MiB first %s, peak %s, last %s\n' \
+        "$name" "$(awk -v b="$moved" 'BEGIN{print b/1048576}')" "$took" "$(awk -v b="$moved" -v t="$took" 'BEGIN{print b/1048576/t}')" \
+        "$code" "$verdict" "$first" "$peak" "$last"
+    [ "$rc" = 28 ]
+}
+echo "1 GiB through TokenGate at $rate for ${seconds}s each way; the API's timeout_seconds is 10."
+status=0
+measure download "http://127.0.0.1:$TG_PORT/api/files/big" || status=1
+measure upload -T "$work/upload.bin" "http://127.0.0.1:$TG_PORT/api/files/sink" || status=1
+sleep 1
+echo "upstream saw: $(tr '\n' ';' <"$work/upstream.log")"
+if grep -qiE '"level":"(error|critical)"' "$work/tg.log"; then
+    echo "TokenGate logged errors:"; grep -iE '"level":"(error|critical)"' "$work/tg.log" | tail -5
+fi
+exit $status
