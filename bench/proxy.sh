@@ -16,7 +16,9 @@
 #               Cache-Control (the bare-route reference), same wrk settings, alternating.
 #   2. burst    BURST (default 10000) requests at once through TokenGate to an upstream that answers
 #               after 1 s (tokengate-bench-server /sleep): successes, time, TokenGate's thread count
-#               before and after, and its peak resident memory (VmHWM).
+#               before and after, and its peak resident memory (VmHWM); then the same burst through
+#               a fresh C floor with TokenGate's limits (16 KiB per connection, 9000 upstream
+#               connections), the memory floor of the design.
 # Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -143,3 +145,10 @@ result=$(python3 bench/burst.py "http://127.0.0.1:$TG_PORT/api/slow/sleep" "$bur
 after=$(threads)
 peak=$(awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$tg_pid/status")
 echo "burst    $burst requests at once to a 1 s upstream: $result threads_before=$before threads_after=$after peak_rss_mib=$peak"
+"${TMPDIR:-/tmp}/tokengate-proxy-floor" $((FLOOR_PORT + 10)) "http://127.0.0.1:$SLOW_PORT" "$floor_loops" $((9000 / floor_loops)) >"$work/floor-burst.log" 2>&1 &
+burst_floor=$!
+pids+=($burst_floor)
+wait_for "http://127.0.0.1:$((FLOOR_PORT + 10))/sleep"
+result=$(python3 bench/burst.py "http://127.0.0.1:$((FLOOR_PORT + 10))/sleep" "$burst" "$token")
+peak_floor=$(awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$burst_floor/status")
+echo "burst    the same through the C floor: $result peak_rss_mib=$peak_floor; TokenGate's peak x floor: $(ratio "$peak" "$peak_floor")"

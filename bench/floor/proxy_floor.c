@@ -7,8 +7,10 @@
  * bearer token), and resumed on the loop thread with the upstream's status and body. No
  * authentication, no cache, no logging: what is left is the cost of the design itself.
  *
- *   proxy_floor PORT UPSTREAM_BASE [LOOPS]     e.g. proxy_floor 18183 http://127.0.0.1:18181 1
- *   (UPSTREAM_BASE is scheme://host:port; the request's path replaces its path)
+ *   proxy_floor PORT UPSTREAM_BASE [LOOPS [CONNECTIONS]]   e.g. proxy_floor 18183 http://127.0.0.1:18181 1
+ *   (UPSTREAM_BASE is scheme://host:port; the request's path replaces its path; CONNECTIONS is
+ *   each loop's limit of upstream connections, default 256). Each connection gets 16 KiB of
+ *   libmicrohttpd memory, as in TokenGate (server.connectionMemoryLimit), so their memory compares.
  *
  * Built and run by bench/proxy.sh (cc -O2 ... -lmicrohttpd -lcurl -lpthread). Not shipped.
  *
@@ -38,6 +40,7 @@
 
 static const char *upstream_base;
 static unsigned short port;
+static long upstream_connections = 256;
 
 /* One of libcurl's sockets in the loop's epoll set: the events it is registered for there and the
    events libcurl wants (EPOLLIN and EPOLLOUT fit in a byte). */
@@ -263,11 +266,12 @@ static void *run_loop(void *unused) {
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETDATA, loop);
     curl_multi_setopt(loop->multi, CURLMOPT_TIMERFUNCTION, on_timer);
     curl_multi_setopt(loop->multi, CURLMOPT_TIMERDATA, loop);
-    curl_multi_setopt(loop->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 256L);
+    curl_multi_setopt(loop->multi, CURLMOPT_MAX_HOST_CONNECTIONS, upstream_connections);
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(0x7F000001)};
     loop->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, port, NULL, NULL, on_request, loop,
                                     MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-                                    MHD_OPTION_CONNECTION_LIMIT, 20000u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, loop,
+                                    MHD_OPTION_CONNECTION_LIMIT, 20000u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+                                    MHD_OPTION_NOTIFY_COMPLETED, on_completed, loop,
                                     MHD_OPTION_END);
     if (loop->daemon == NULL) {
         fprintf(stderr, "proxy_floor: cannot listen on 127.0.0.1:%u\n", port);
@@ -309,12 +313,13 @@ static void *run_loop(void *unused) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: proxy_floor PORT UPSTREAM_BASE [LOOPS]\n");
+        fprintf(stderr, "usage: proxy_floor PORT UPSTREAM_BASE [LOOPS [CONNECTIONS]]\n");
         return 2;
     }
     port = (unsigned short)atoi(argv[1]);
     upstream_base = argv[2];
     int loops = argc > 3 ? atoi(argv[3]) : 1;
+    if (argc > 4) upstream_connections = atol(argv[4]);
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     pthread_t threads[64];
