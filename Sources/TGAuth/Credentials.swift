@@ -15,7 +15,7 @@ public struct OpaqueToken: Sendable {
 
     /// The stored form of a presented token, or nil for one that cannot be TokenGate's (empty,
     /// too long or not base64url), so that garbage never reaches a query.
-    public static func hashIfWellFormed(_ presented: String) -> PostgresBytes? {
+    public static func hashIfWellFormed<Text: StringProtocol>(_ presented: Text) -> PostgresBytes? {
         let bytes = presented.utf8
         guard (16...128).contains(bytes.count),
             bytes.allSatisfy({
@@ -23,7 +23,7 @@ public struct OpaqueToken: Sendable {
                     || $0 == 0x5F
             })
         else { return nil }
-        return hash(presented)
+        return PostgresBytes(Digest.sha256(utf8: presented))
     }
 
     static func hash(_ value: String) -> PostgresBytes { PostgresBytes(Digest.sha256(Array(value.utf8))) }

@@ -35,6 +35,11 @@ extension AuthService {
     /// The session of a bearer token if this instance holds it in memory, without waiting (nil:
     /// ask ``authenticateForAPI(accessToken:)``). A malformed token is refused at once.
     public func cachedSessionForAPI(accessToken: String) throws -> SessionContext? {
+        try cachedSessionForAPI(accessToken: accessToken[...])
+    }
+
+    /// The same for a token still in its header (hashed in place, not copied).
+    public func cachedSessionForAPI(accessToken: Substring) throws -> SessionContext? {
         guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Self.invalidAccessToken }
         return cache.session(hash, now: clock.now())
     }

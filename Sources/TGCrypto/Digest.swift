@@ -5,6 +5,16 @@ public enum Digest {
     /// SHA-256 of `bytes` (32 bytes).
     public static func sha256(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, Fetched.sha256.md, length: 32) }
 
+    /// SHA-256 of a string's UTF-8 (32 bytes), read in place when the string is stored
+    /// contiguously (a bearer token is hashed on every API call).
+    public static func sha256<Text: StringProtocol>(utf8 text: Text) -> [UInt8] {
+        let inPlace = text.utf8.withContiguousStorageIfAvailable { utf8 in
+            // A zero-length input still needs a valid pointer.
+            utf8.isEmpty ? nil : digest(UnsafeRawBufferPointer(utf8), Fetched.sha256.md, length: 32)
+        }
+        return (inPlace ?? nil) ?? sha256(Array(text.utf8))
+    }
+
     /// SHA-384 of `bytes` (48 bytes).
     public static func sha384(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, Fetched.sha384.md, length: 48) }
 
@@ -56,12 +66,16 @@ public enum Digest {
     }
 
     private static func digest(_ bytes: [UInt8], _ type: OpaquePointer?, length: Int) -> [UInt8] {
-        var output = [UInt8](repeating: 0, count: length)
+        withNonNullBytes(bytes) { input, count in digest(UnsafeRawBufferPointer(start: input, count: count), type, length: length) }
+    }
+
+    /// `input` must have a base address (``withNonNullBytes(_:_:)`` gives one for empty input).
+    private static func digest(_ input: UnsafeRawBufferPointer, _ type: OpaquePointer?, length: Int) -> [UInt8] {
         var outputLength: UInt32 = 0
-        let status = withNonNullBytes(bytes) { input, count in
-            output.withUnsafeMutableBufferPointer { outputBuffer in
-                EVP_Digest(input, count, outputBuffer.baseAddress, &outputLength, type, nil)
-            }
+        var status: Int32 = 0
+        let output = [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
+            status = EVP_Digest(input.baseAddress, input.count, buffer.baseAddress, &outputLength, type, nil)
+            initialized = length
         }
         guard status == 1, Int(outputLength) == length else { fatalOpenSSL("EVP_Digest") }
         return output

@@ -183,6 +183,13 @@ public final class EventLoop: @unchecked Sendable {
         return timer
     }
 
+    /// A timer not yet scheduled that keeps `action` when it fires, to be scheduled again and
+    /// again (``EventLoopTimer/schedule(at:)``): one object for a deadline that moves all the time,
+    /// such as libcurl's. Loop thread only.
+    public func makeTimer(_ action: @escaping () -> Void) -> EventLoopTimer {
+        EventLoopTimer(deadline: 0, loop: self, action: action, reusable: true)
+    }
+
     /// Adds a hook run before every wait; returns the token to remove it with. Loop thread only
     /// (or before `start`).
     @discardableResult
@@ -256,7 +263,7 @@ public final class EventLoop: @unchecked Sendable {
         while let first = timers.first, first.deadline <= now {
             timers.remove(first)
             let action = first.action
-            first.action = nil
+            if !first.reusable { first.action = nil }
             action?()
         }
     }
@@ -274,20 +281,45 @@ public final class EventLoop: @unchecked Sendable {
         timer.action = nil
         timers.remove(timer)
     }
+
+    fileprivate func unschedule(_ timer: EventLoopTimer) {
+        timers.remove(timer)
+    }
+
+    fileprivate func reschedule(_ timer: EventLoopTimer) {
+        timers.remove(timer)
+        timers.push(timer)
+    }
 }
 
 /// A timer on an ``EventLoop``; loop thread only.
 public final class EventLoopTimer {
-    public let deadline: Int64
+    public private(set) var deadline: Int64
     var action: (() -> Void)?
+    /// Made by ``EventLoop/makeTimer(_:)``: keeps its action when it fires.
+    let reusable: Bool
     /// Its place in the loop's heap; -1 once it fired or was cancelled.
     fileprivate var heapIndex = -1
     private unowned let loop: EventLoop
 
-    init(deadline: Int64, loop: EventLoop, action: @escaping () -> Void) {
+    init(deadline: Int64, loop: EventLoop, action: @escaping () -> Void, reusable: Bool = false) {
         self.deadline = deadline
         self.loop = loop
         self.action = action
+        self.reusable = reusable
+    }
+
+    /// A reusable timer fires at `deadline` (``EventLoop/now()`` nanoseconds), in place of any
+    /// time it was set for before.
+    public func schedule(at deadline: Int64) {
+        precondition(reusable, "only a timer from makeTimer is scheduled again")
+        self.deadline = deadline
+        loop.reschedule(self)
+    }
+
+    /// A reusable timer does not fire until it is scheduled again.
+    public func unschedule() {
+        loop.unschedule(self)
     }
 
     /// The action will not run (if it has not yet); the timer leaves the loop's heap at once, so

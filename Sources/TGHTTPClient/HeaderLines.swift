@@ -13,6 +13,28 @@ public struct HeaderLines: Sendable {
         storage.reserveCapacity(512)
     }
 
+    /// Empty, with room for `capacity` bytes of lines.
+    public init(capacity: Int) {
+        storage.reserveCapacity(capacity)
+    }
+
+    /// Appends `Authorization: Bearer <token>` (the token is not copied into a string first);
+    /// false (and nothing appended) when the token holds NUL, CR or LF.
+    @discardableResult
+    public mutating func appendBearer(_ token: String) -> Bool {
+        var token = token
+        return token.withUTF8 { token in
+            guard !token.contains(where: { $0 == 0 || $0 == 0x0D || $0 == 0x0A }) else { return false }
+            storage.append(contentsOf: Self.bearerPrefix)
+            storage.append(contentsOf: token)
+            storage.append(0)
+            lineCount += 1
+            return true
+        }
+    }
+
+    private static let bearerPrefix = Array("Authorization: Bearer ".utf8)
+
     /// Appends `name: value`; false (and nothing appended) when it breaks the rules above.
     @discardableResult
     public mutating func append(name: String, value: String) -> Bool {
@@ -35,13 +57,6 @@ public struct HeaderLines: Sendable {
         storage.append(0)
         lineCount += 1
         return true
-    }
-
-    /// A line of the client's own (`Expect:`), unchecked.
-    mutating func appendClientLine(_ line: String) {
-        storage.append(contentsOf: line.utf8)
-        storage.append(0)
-        lineCount += 1
     }
 
     /// Each line as a C string.

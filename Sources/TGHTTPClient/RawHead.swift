@@ -52,10 +52,12 @@ public struct RawHead: Sendable {
     /// The announced `Content-Length`, if there is one and it is well-formed.
     public var contentLength: Int? { Self.contentLength(in: bytes) }
 
+    private static let contentLengthName = Array("content-length:".utf8)
+
     /// The `Content-Length` in raw header lines, if one is there and well-formed (scanned on the
     /// event thread without building fields).
     static func contentLength(in bytes: [UInt8]) -> Int? {
-        let name = Array("content-length:".utf8)
+        let name = contentLengthName
         var lineStart = 0
         while lineStart < bytes.count {
             let lineEnd = bytes[lineStart...].firstIndex(of: 0x0A) ?? bytes.count

@@ -88,13 +88,54 @@ final class Transfer: @unchecked Sendable {
         }
     }
 
-    func appendHeader(_ line: String) {
+    /// A line of the client's own (`Expect:` and the like). With caller-built lines pending it
+    /// waits for ``finishHeaders()`` (appending it to the caller's buffer would copy that buffer,
+    /// which the caller's request still shares).
+    func appendHeader(_ line: StaticString) {
         if pendingLines != nil {
-            pendingLines?.appendClientLine(line)
+            clientLines.append(line)
             return
         }
-        headerList = curl_slist_append(headerList, line)
+        headerList = line.withUTF8Buffer { bytes in
+            withUnsafeTemporaryAllocation(of: CChar.self, capacity: bytes.count + 1) { text in
+                UnsafeMutableRawBufferPointer(text).copyMemory(from: UnsafeRawBufferPointer(bytes))
+                text[bytes.count] = 0
+                return curl_slist_append(headerList, text.baseAddress)
+            }
+        }
     }
+
+    /// Up to three lines of the client's own, kept without an array.
+    struct ClientLines {
+        private var first: StaticString?
+        private var second: StaticString?
+        private var third: StaticString?
+        private(set) var count = 0
+
+        mutating func append(_ line: StaticString) {
+            switch count {
+            case 0: first = line
+            case 1: second = line
+            case 2: third = line
+            default: preconditionFailure("at most three client header lines")
+            }
+            count += 1
+        }
+
+        /// The lines' bytes, each with its NUL.
+        var byteCount: Int {
+            var total = 0
+            forEachLine { total += $0.utf8CodeUnitCount + 1 }
+            return total
+        }
+
+        func forEachLine(_ body: (StaticString) -> Void) {
+            if let first { body(first) }
+            if let second { body(second) }
+            if let third { body(third) }
+        }
+    }
+    private var clientLines = ClientLines()
 
     /// Header lines built by the caller: with the client's own lines they become one block
     /// (list nodes and text in a single allocation) in ``finishHeaders()``, instead of two
@@ -108,16 +149,25 @@ final class Transfer: @unchecked Sendable {
     func finishHeaders() {
         guard let lines = pendingLines else { return }
         pendingLines = nil
-        let count = lines.lineCount
+        let count = lines.lineCount + clientLines.count
         guard count > 0 else { return }
         let nodeBytes = count * MemoryLayout<curl_slist>.stride
-        let block = UnsafeMutableRawPointer.allocate(byteCount: nodeBytes + lines.storage.count, alignment: MemoryLayout<curl_slist>.alignment)
-        let text = (block + nodeBytes).bindMemory(to: CChar.self, capacity: lines.storage.count)
+        let textBytes = lines.storage.count + clientLines.byteCount
+        let block = UnsafeMutableRawPointer.allocate(byteCount: nodeBytes + textBytes, alignment: MemoryLayout<curl_slist>.alignment)
+        let text = (block + nodeBytes).bindMemory(to: CChar.self, capacity: textBytes)
         lines.storage.withUnsafeBytes { UnsafeMutableRawPointer(text).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        var end = lines.storage.count
+        clientLines.forEachLine { line in
+            line.withUTF8Buffer { UnsafeMutableRawPointer(text + end).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            end += line.utf8CodeUnitCount
+            text[end] = 0
+            end += 1
+        }
+        clientLines = ClientLines()
         let nodes = block.bindMemory(to: curl_slist.self, capacity: count)
         var start = 0
         var index = 0
-        for position in 0..<lines.storage.count where lines.storage[position] == 0 {
+        for position in 0..<textBytes where text[position] == 0 {
             (nodes + index).initialize(to: curl_slist(data: text + start, next: index + 1 < count ? nodes + index + 1 : nil))
             start = position + 1
             index += 1

@@ -11,6 +11,14 @@ struct DigestTests {
         #expect(Digest.sha256([]) == hex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"))
     }
 
+    @Test func sha256OfAStringInPlaceMatchesTheOneOfItsBytes() {
+        let token = "bearer-token-0123456789_abcdefghijklmnopqrstuvwxyz"
+        #expect(Digest.sha256(utf8: token) == Digest.sha256(Array(token.utf8)))
+        #expect(Digest.sha256(utf8: token.dropFirst(7)) == Digest.sha256(Array(token.utf8.dropFirst(7))))
+        #expect(Digest.sha256(utf8: "") == Digest.sha256([]))
+        #expect(Digest.sha256(utf8: "abc") == hex("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
+    }
+
     @Test func sha384AndSHA512HaveTheirLengths() {
         #expect(Digest.sha384(utf8("abc")).count == 48)
         #expect(Digest.sha512(utf8("abc")).count == 64)

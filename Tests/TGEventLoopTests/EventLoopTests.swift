@@ -77,6 +77,41 @@ import Testing
 }
 
 extension EventLoopTests {
+    /// libcurl moves its deadline all the time: one reusable timer follows it, fires once per
+    /// schedule, keeps its action, and holds one place in the heap however often it moves.
+    @Test func aReusableTimerMovesInPlaceAndFiresOncePerSchedule() async {
+        let loop = EventLoopGroup(count: 1).loops[0]
+        let fired = Fired()
+        let counts = await withCheckedContinuation { (done: CheckedContinuation<[Int], Never>) in
+            loop.execute {
+                let now = EventLoop.now()
+                let timer = loop.makeTimer { fired.order.withLock { $0.append(1) } }
+                var counts = [loop.pendingTimers]
+                for step in 0..<100 { timer.schedule(at: now + 500_000_000 - Int64(step) * 1_000_000) }
+                counts.append(loop.pendingTimers)
+                timer.schedule(at: now + 5_000_000)
+                loop.schedule(at: now + 30_000_000) {
+                    counts.append(fired.order.withLock { $0.count })
+                    // Fired: out of the heap, action kept; again, then unscheduled before it is due.
+                    counts.append(loop.pendingTimers)
+                    timer.schedule(at: EventLoop.now() + 5_000_000)
+                    loop.schedule(at: EventLoop.now() + 30_000_000) {
+                        counts.append(fired.order.withLock { $0.count })
+                        timer.schedule(at: EventLoop.now() + 5_000_000)
+                        timer.unschedule()
+                        loop.schedule(at: EventLoop.now() + 30_000_000) {
+                            counts.append(fired.order.withLock { $0.count })
+                            counts.append(loop.pendingTimers)
+                            done.resume(returning: counts)
+                        }
+                    }
+                }
+            }
+        }
+        #expect(counts == [0, 1, 1, 0, 2, 2, 0])
+        loop.stop()
+    }
+
     /// libcurl schedules its timeout from inside work the loop does before sleeping; the loop must
     /// wake for it rather than sleep until some unrelated event.
     @Test func aTimerScheduledByAPreWaitHookWakesTheLoopOnTime() async {

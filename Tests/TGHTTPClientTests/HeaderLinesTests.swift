@@ -29,4 +29,11 @@ import Testing
         #expect(headers.hasContentType)
         #expect(!HeaderLines().hasContentType)
     }
+
+    @Test func theBearerLineCarriesTheTokenAndRefusesALineBreakInIt() {
+        var headers = HeaderLines(capacity: 64)
+        let accepted = [headers.appendBearer("abc.def-ghi"), headers.appendBearer("abc\r\nX-Injected: 1"), headers.appendBearer("a\u{0}b")]
+        #expect(accepted == [true, false, false])
+        #expect(lines(headers) == ["Authorization: Bearer abc.def-ghi"])
+    }
 }

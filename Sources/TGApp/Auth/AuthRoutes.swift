@@ -125,6 +125,11 @@ enum AuthRoutes {
 
     /// The bearer token of `Authorization` (RFC 6750 §2.1).
     static func bearer(_ request: ServerRequest) throws -> String {
+        String(try bearerToken(request))
+    }
+
+    /// ``bearer(_:)`` as a slice of the header, not copied (the cached proxy path only hashes it).
+    static func bearerToken(_ request: ServerRequest) throws -> Substring {
         // On the bytes: this runs on every proxied call.
         guard let header = request.head.headerFields.first(.authorization)?.utf8, header.count > 7,
             zip(header.prefix(7), "bearer ".utf8).allSatisfy({ (0x41...0x5A).contains($0) ? $0 | 0x20 == $1 : $0 == $1 })
@@ -134,7 +139,7 @@ enum AuthRoutes {
         let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
         let token = header.dropFirst(7).drop(while: isBlank)
         let end = token.lastIndex(where: { !isBlank($0) }).map(header.index(after:)) ?? token.startIndex
-        return String(Substring(token[token.startIndex..<end]))
+        return Substring(token[token.startIndex..<end])
     }
 
     /// The body's `application/x-www-form-urlencoded` parameters.

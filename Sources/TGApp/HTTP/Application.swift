@@ -37,6 +37,7 @@ public final class Application: Sendable {
     }
 
     static let requestIDField = HTTPField.Name("X-Request-ID")!
+    static let requestIDFieldName = "X-Request-ID"
 
     /// The handler to give ``HTTPServer``.
     public func makeHandler() -> HTTPServer.Handler {
@@ -118,7 +119,13 @@ public final class Application: Sendable {
     ) -> ServerResponse {
         var response = response
         let requestID = info.requestID
-        response.headerFields[Self.requestIDField] = requestID
+        if !response.rawHeaderFields.isEmpty, response.headerFields.isEmpty {
+            // A relayed answer's fields are raw bytes (the upstream's own id was dropped): the id
+            // joins them instead of making an `HTTPFields` for one field.
+            response.rawHeaderFields.append(name: Self.requestIDFieldName, value: requestID)
+        } else {
+            response.headerFields[Self.requestIDField] = requestID
+        }
         guard accessLog || metrics != nil else { return response }
         let elapsed = ContinuousClock.now - started
         metrics?.request(

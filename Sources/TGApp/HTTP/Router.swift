@@ -30,7 +30,10 @@ public struct RouteParameters: Sendable, Equatable, ExpressibleByDictionaryLiter
         get { pairs.first { $0.name == name }?.value }
         set {
             pairs.removeAll { $0.name == name }
-            if let newValue { pairs.append((name, newValue)) }
+            guard let newValue else { return }
+            // Room for a route's few parameters at once (growing one by one allocates each time).
+            if pairs.capacity == 0 { pairs.reserveCapacity(4) }
+            pairs.append((name, newValue))
         }
     }
 

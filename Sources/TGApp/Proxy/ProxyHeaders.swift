@@ -45,7 +45,8 @@ enum ProxyHeaders {
         token: String,
         forwarding: Forwarding,
         extra: HTTPFields,
-        _ emit: (HTTPField.Name, String) -> Void
+        bearer: (String) -> Void,
+        emit: (HTTPField.Name, String) -> Void
     ) {
         let dropped = droppedByConnection(incoming)
         for field in incoming {
@@ -56,7 +57,7 @@ enum ProxyHeaders {
         }
         for field in extra { emit(field.name, field.value) }
         // Managed names: none is left from the app or the configuration, so they are appended.
-        emit(.authorization, "Bearer \(token)")
+        bearer(token)
         if let address = forwarding.clientAddress { emit(HTTPField.Name.xForwardedFor, address) }
         emit(Self.forwardedProto, forwarding.proto)
         emit(Self.forwardedHost, forwarding.host)
@@ -66,14 +67,29 @@ enum ProxyHeaders {
     /// The fields to send upstream (the async path).
     static func request(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HTTPFields {
         var fields = HTTPFields()
-        forEachRequestField(incoming, token: token, forwarding: forwarding, extra: extra) { fields.append(HTTPField(name: $0, value: $1)) }
+        forEachRequestField(
+            incoming,
+            token: token,
+            forwarding: forwarding,
+            extra: extra,
+            bearer: { fields.append(HTTPField(name: .authorization, value: "Bearer \($0)")) },
+            emit: { fields.append(HTTPField(name: $0, value: $1)) }
+        )
         return fields
     }
 
     /// The same as libcurl's header lines (the cached path on the loop: no `HTTPFields` per call).
     static func requestLines(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HeaderLines {
-        var lines = HeaderLines()
-        forEachRequestField(incoming, token: token, forwarding: forwarding, extra: extra) { lines.append(name: $0.rawName, value: $1) }
+        // Room for the token and a typical request's lines: one buffer, never grown.
+        var lines = HeaderLines(capacity: 512 + token.utf8.count)
+        forEachRequestField(
+            incoming,
+            token: token,
+            forwarding: forwarding,
+            extra: extra,
+            bearer: { lines.appendBearer($0) },
+            emit: { lines.append(name: $0.rawName, value: $1) }
+        )
         return lines
     }
 
@@ -109,9 +125,19 @@ enum ProxyHeaders {
         var dropped: [[UInt8]] = []
         head.forEachField { name, value in
             guard RawHeaderFields.equalsIgnoringCase(name, "connection") else { return }
-            for token in value.split(separator: UInt8(ascii: ",")) {
-                let trimmed = token.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
-                dropped.append(trimmed.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 })
+            var start = value.startIndex
+            while start < value.endIndex {
+                let comma = value[start...].firstIndex(of: UInt8(ascii: ",")) ?? value.endIndex
+                var first = start
+                var end = comma
+                while first < end, value[first] == 0x20 || value[first] == 0x09 { first += 1 }
+                while end > first, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
+                let token = UnsafeBufferPointer(rebasing: value[first..<end])
+                // `keep-alive` and the other hop-by-hop names go anyway; `close` names no field.
+                if !token.isEmpty, !isHopByHop(token), !RawHeaderFields.equalsIgnoringCase(token, "close") {
+                    dropped.append(token.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 })
+                }
+                start = comma < value.endIndex ? value.index(after: comma) : comma
             }
         }
         head.forEachField { name, value in

@@ -18,7 +18,7 @@ extension ProxyRoutes {
             let settings = upstream.settings
             let method = request.head.method
             guard request.bodyStream == nil, let loop = request.loop, loop.index < upstream.loopClients.count,
-                let session = try auth.cachedSessionForAPI(accessToken: try AuthRoutes.bearer(request)),
+                let session = try auth.cachedSessionForAPI(accessToken: try AuthRoutes.bearerToken(request)),
                 session.account.provider == settings.provider,
                 let token = auth.cachedUpstreamAccessToken(for: session, scopes: settings.scopes)
             else {
@@ -26,7 +26,7 @@ extension ProxyRoutes {
                 return
             }
             let client = upstream.loopClients[loop.index]
-            let bodyMethod = [.post, .put, .patch].contains(method)
+            let bodyMethod = method == .post || method == .put || method == .patch
             let timeout = Duration.seconds(upstream.settings.timeoutSeconds)
             let exchange = try client.startOnLoop(
                 upstreamLoopRequest(request, to: upstream, target: target, token: token.value, info: info),
