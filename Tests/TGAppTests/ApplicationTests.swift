@@ -1,9 +1,10 @@
 import Foundation
 import HTTPTypes
-import TGApp
 import TGHTTPServer
 import TGTesting
 import Testing
+
+@testable import TGApp
 
 @Suite struct ApplicationTests {
     struct Boom: Error {}
@@ -92,8 +93,17 @@ import Testing
         #expect(kept.stdout.contains("X-Request-ID: abc-123"))
         let hostile = try await curl(["-i", "-H", "X-Request-ID: evil\"}{injected", server.baseURL + "/healthz"])
         #expect(!hostile.stdout.contains("injected"))
-        #expect(hostile.stdout.range(of: "X-Request-ID: [0-9a-f]{32}\r\n", options: .regularExpression) != nil)
+        #expect(hostile.stdout.range(of: "X-Request-ID: [A-Za-z0-9_-]{15}\r\n", options: .regularExpression) != nil)
         await server.shutdown()
+    }
+
+    @Test func generatedRequestIDsAreDistinctPlainAndFifteenCharactersLong() {
+        let ids = (0..<10_000).map { _ in Application.requestID(from: nil) }
+        #expect(Set(ids).count == ids.count)
+        let plain = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        #expect(ids.allSatisfy { $0.utf8.count == 15 && $0.utf8.allSatisfy(plain.contains) })
+        // One process's ids share their random prefix and differ in the counter.
+        #expect(Set(ids.map { $0.prefix(8) }).count == 1)
     }
 
     @Test func logsOneLinePerRequestWithoutTheQueryString() async throws {

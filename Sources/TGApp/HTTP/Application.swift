@@ -165,16 +165,18 @@ public final class Application: Sendable {
         {
             return supplied
         }
-        // Unique, not secret (it is echoed and logged): a random per-process prefix and a counter,
-        // so no system call per request.
+        // Unique, not secret (it is echoed and logged): a random per-process prefix of 48 bits and
+        // a counter of 42, so no system call per request; 15 base64url characters, which a Swift
+        // string holds without an allocation.
         let number = requestCounter.wrappingAdd(1, ordering: .relaxed).newValue
-        return String(unsafeUninitializedCapacity: 32) { buffer in
-            for index in 0..<16 {
-                let shift = 60 - 4 * UInt64(index)
-                buffer[index] = hexDigits[Int((requestIDPrefix >> shift) & 0xF)]
-                buffer[16 + index] = hexDigits[Int((number >> shift) & 0xF)]
+        return String(unsafeUninitializedCapacity: 15) { buffer in
+            for index in 0..<8 {
+                buffer[index] = base64URLDigits[Int((requestIDPrefix >> (42 - 6 * UInt64(index))) & 0x3F)]
             }
-            return 32
+            for index in 0..<7 {
+                buffer[8 + index] = base64URLDigits[Int((number >> (36 - 6 * UInt64(index))) & 0x3F)]
+            }
+            return 15
         }
     }
 
@@ -185,5 +187,5 @@ public final class Application: Sendable {
     }()
     private static let requestCounter = Atomic<UInt64>(0)
 
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+    private static let base64URLDigits: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 }
