@@ -23,10 +23,10 @@ public struct OpaqueToken: Sendable {
                     || $0 == 0x5F
             })
         else { return nil }
-        return PostgresBytes(Digest.sha256(utf8: presented))
+        return hash(presented)
     }
 
-    static func hash(_ value: String) -> PostgresBytes { PostgresBytes(Digest.sha256(Array(value.utf8))) }
+    static func hash<Text: StringProtocol>(_ value: Text) -> PostgresBytes { PostgresBytes(Digest.sha256(utf8: value)) }
 }
 
 /// Secrets at rest: AES-256-GCM blobs that name their key (``KeyRing``), each bound to the row it

@@ -8,11 +8,10 @@ public enum Digest {
     /// SHA-256 of a string's UTF-8 (32 bytes), read in place when the string is stored
     /// contiguously (a bearer token is hashed on every API call).
     public static func sha256<Text: StringProtocol>(utf8 text: Text) -> [UInt8] {
-        let inPlace = text.utf8.withContiguousStorageIfAvailable { utf8 in
-            // A zero-length input still needs a valid pointer.
-            utf8.isEmpty ? nil : digest(UnsafeRawBufferPointer(utf8), Fetched.sha256.md, length: 32)
-        }
-        return (inPlace ?? nil) ?? sha256(Array(text.utf8))
+        // Empty input goes through the array path, which gives OpenSSL a non-NULL pointer.
+        guard !text.utf8.isEmpty else { return sha256([]) }
+        return text.utf8.withContiguousStorageIfAvailable { digest(UnsafeRawBufferPointer($0), Fetched.sha256.md, length: 32) }
+            ?? sha256(Array(text.utf8))
     }
 
     /// SHA-384 of `bytes` (48 bytes).

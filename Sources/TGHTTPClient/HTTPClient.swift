@@ -181,7 +181,7 @@ public final class HTTPClient: @unchecked Sendable {
             if let transfer { self?.submit(.resume(transfer)) }
         }
         try prepare(transfer, request, body: body, timeout: nil)
-        transfer.idleTimeout = LoopExchange.nanoseconds(idleTimeout)
+        transfer.idleTimeout = IdleDeadline.nanoseconds(idleTimeout)
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.awaitHead(continuation)
@@ -266,8 +266,8 @@ public final class HTTPClient: @unchecked Sendable {
         let remaining = Array(active.values)
         active.removeAll()
         for transfer in remaining {
-            transfer.idleTimer?.cancel()
-            transfer.idleTimer = nil
+            transfer.idle?.stop()
+            transfer.idle = nil
             curl_multi_remove_handle(multi, transfer.easy)
             transfer.fail(.shutDown)
             Unmanaged.passUnretained(transfer).release()
@@ -289,8 +289,14 @@ public final class HTTPClient: @unchecked Sendable {
             _ = Unmanaged.passRetained(transfer)
             active[ObjectIdentifier(transfer)] = transfer
             if transfer.idleTimeout > 0 {
-                transfer.lastActivity = EventLoop.now()
-                armIdleTimer(transfer)
+                transfer.idle = IdleDeadline(
+                    timeout: transfer.idleTimeout,
+                    on: loop,
+                    isPaused: { [weak transfer] in transfer.map { $0.pausedForWrite || $0.pausedForRead } ?? false },
+                    expire: { [weak self, weak transfer] in
+                        if let self, let transfer { self.cancelOnLoop(transfer, error: .timeout) }
+                    }
+                )
             }
             curl_multi_add_handle(multi, transfer.easy)
         case .cancel(let transfer):
@@ -303,27 +309,6 @@ public final class HTTPClient: @unchecked Sendable {
             transfer.pausedForWrite = false
             transfer.pausedForRead = false
             curl_easy_pause(transfer.easy, curlPauseContinue)
-        }
-    }
-
-    private func armIdleTimer(_ transfer: Transfer) {
-        transfer.idleTimer = loop.schedule(at: transfer.lastActivity + transfer.idleTimeout) { [weak self, weak transfer] in
-            guard let self, let transfer else { return }
-            self.idleCheck(transfer)
-        }
-    }
-
-    /// A streamed exchange's idle timer fired: cut it if nothing moved for the idle timeout.
-    /// Paused for its reader or writer, it is not the peer that is slow.
-    private func idleCheck(_ transfer: Transfer) {
-        transfer.idleTimer = nil
-        guard active[ObjectIdentifier(transfer)] != nil else { return }
-        let now = EventLoop.now()
-        if transfer.pausedForWrite || transfer.pausedForRead { transfer.lastActivity = now }
-        if now - transfer.lastActivity < transfer.idleTimeout {
-            armIdleTimer(transfer)
-        } else {
-            cancelOnLoop(transfer, error: .timeout)
         }
     }
 

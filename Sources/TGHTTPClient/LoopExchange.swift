@@ -31,15 +31,15 @@ public final class LoopExchange: @unchecked Sendable {
     private var paused = false
     private var headArrived = false
     private var headTimer: EventLoopTimer?
-    private var idleTimer: EventLoopTimer?
-    private var lastActivity: Int64 = 0
+    /// Armed once the head is in and the body still arriving.
+    private var idle: IdleDeadline?
     let idleTimeout: Int64
 
     static let highWater = 256 * 1024
 
     init(client: HTTPClient, idleTimeout: Duration) {
         self.client = client
-        self.idleTimeout = Self.nanoseconds(idleTimeout)
+        self.idleTimeout = IdleDeadline.nanoseconds(idleTimeout)
     }
 
     /// Whether the body is all here (nothing more will arrive).
@@ -98,7 +98,7 @@ public final class LoopExchange: @unchecked Sendable {
         }
         if paused, buffered <= Self.highWater / 2, let transfer {
             paused = false
-            lastActivity = EventLoop.now()
+            idle?.moved()
             client.resumeOnLoop(transfer)
         }
         return .bytes(copied)
@@ -130,7 +130,7 @@ public final class LoopExchange: @unchecked Sendable {
     // MARK: From the transfer (loop thread)
 
     func started(headTimeout: Duration) {
-        let deadline = EventLoop.now() + Self.nanoseconds(headTimeout)
+        let deadline = EventLoop.now() + IdleDeadline.nanoseconds(headTimeout)
         headTimer = client.loop.schedule(at: deadline) { [weak self] in self?.expire() }
     }
 
@@ -139,8 +139,14 @@ public final class LoopExchange: @unchecked Sendable {
         headArrived = true
         headTimer?.cancel()
         headTimer = nil
-        lastActivity = EventLoop.now()
-        if !ended, failure == nil { armIdleTimer() }
+        if !ended, failure == nil {
+            idle = IdleDeadline(
+                timeout: idleTimeout,
+                on: client.loop,
+                isPaused: { [weak self] in self?.paused ?? false },
+                expire: { [weak self] in self?.expire() }
+            )
+        }
         let callback = onHead
         onHead = nil
         onFailure = nil
@@ -155,7 +161,7 @@ public final class LoopExchange: @unchecked Sendable {
         }
         chunks.append(Array(data))
         buffered += data.count
-        lastActivity = EventLoop.now()
+        idle?.moved()
         wake()
         return true
     }
@@ -196,32 +202,11 @@ public final class LoopExchange: @unchecked Sendable {
         client.cancelOnLoop(transfer, error: .timeout)
     }
 
-    private func armIdleTimer() {
-        idleTimer = client.loop.schedule(at: lastActivity + idleTimeout) { [weak self] in self?.idleCheck() }
-    }
-
-    private func idleCheck() {
-        idleTimer = nil
-        guard transfer != nil else { return }
-        let now = EventLoop.now()
-        // Paused for the reader: the upstream is not the one being slow.
-        if paused || now - lastActivity < idleTimeout {
-            if paused { lastActivity = now }
-            armIdleTimer()
-            return
-        }
-        expire()
-    }
-
     private func stopTimers() {
         headTimer?.cancel()
         headTimer = nil
-        idleTimer?.cancel()
-        idleTimer = nil
-    }
-
-    static func nanoseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        idle?.stop()
+        idle = nil
     }
 }
 

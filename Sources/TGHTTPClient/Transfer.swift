@@ -3,7 +3,6 @@ import CShims
 import Foundation
 public import HTTPTypes
 import Synchronization
-import TGEventLoop
 
 /// One request in flight: its easy handle and everything libcurl reads or writes through
 /// callbacks. Created on the caller's task, then owned by the event thread once added.
@@ -48,12 +47,10 @@ final class Transfer: @unchecked Sendable {
     /// Set on the event thread when a callback paused the transfer.
     var pausedForWrite = false
     var pausedForRead = false
-    /// A streamed exchange's idle deadline (see `HTTPClient.stream`): the longest it may go
-    /// quiet, in nanoseconds (0: none), when bytes last moved either way, and the timer that
-    /// checks. Event thread.
+    /// A streamed exchange's idle timeout in nanoseconds (0: none; see `HTTPClient.stream`), and
+    /// its deadline once the transfer runs. Event thread.
     var idleTimeout: Int64 = 0
-    var lastActivity: Int64 = 0
-    var idleTimer: EventLoopTimer?
+    var idle: IdleDeadline?
 
     private struct Waiters {
         var completion: CheckedContinuation<(RawHead, [UInt8]), any Error>?
@@ -241,8 +238,8 @@ final class Transfer: @unchecked Sendable {
             exchange.finished(error, head: RawHead(status: status, bytes: headBytes))
             return
         }
-        idleTimer?.cancel()
-        idleTimer = nil
+        idle?.stop()
+        idle = nil
         typealias Taken = (CheckedContinuation<(RawHead, [UInt8]), any Error>?, CheckedContinuation<RawHead, any Error>?, Bool)
         let (completion, headWaiter, cancelled): Taken = waiters.withLock {
             guard !$0.finished else { return (nil, nil, false) }
@@ -253,7 +250,7 @@ final class Transfer: @unchecked Sendable {
             return taken
         }
         let error: HTTPClientError?
-        if let override, override != .cancelled {
+        if let override {
             error = override
         } else if cancelled {
             error = .cancelled
@@ -302,7 +299,7 @@ final class Transfer: @unchecked Sendable {
     /// One header line, kept as bytes (parsing waits for the caller's task): a status line starts
     /// a new block, a blank line ends it.
     func receiveHeader(_ line: UnsafeBufferPointer<UInt8>) {
-        if idleTimeout > 0 { lastActivity = EventLoop.now() }
+        idle?.moved()
         if line.starts(with: Self.statusPrefix) {
             // "HTTP/1.1 200 …" or "HTTP/2 200": the three digits after the first space.
             status = 0
@@ -345,7 +342,7 @@ final class Transfer: @unchecked Sendable {
         case .streaming(let channel):
             if channel.isFinished { return 0 }
             if channel.offer(Array(data)) {
-                if idleTimeout > 0 { lastActivity = EventLoop.now() }
+                idle?.moved()
                 return data.count
             }
             pausedForWrite = true
@@ -367,7 +364,7 @@ final class Transfer: @unchecked Sendable {
             // A producer that failed must not end the body as if it were complete (a chunked
             // body would look whole to the server): abort the transfer instead.
             if count == 0, channel.hasFailed { return Int(CURL_READFUNC_ABORT) }
-            if idleTimeout > 0 { lastActivity = EventLoop.now() }
+            idle?.moved()
             return count
         }
         let count = min(capacity, uploadBytes.count - uploadOffset)

@@ -37,7 +37,6 @@ public final class Application: Sendable {
     }
 
     static let requestIDField = HTTPField.Name("X-Request-ID")!
-    static let requestIDFieldName = "X-Request-ID"
 
     /// The handler to give ``HTTPServer``.
     public func makeHandler() -> HTTPServer.Handler {
@@ -122,7 +121,7 @@ public final class Application: Sendable {
         if !response.rawHeaderFields.isEmpty, response.headerFields.isEmpty {
             // A relayed answer's fields are raw bytes (the upstream's own id was dropped): the id
             // joins them instead of making an `HTTPFields` for one field.
-            response.rawHeaderFields.append(name: Self.requestIDFieldName, value: requestID)
+            response.rawHeaderFields.append(name: Self.requestIDField.rawName, value: requestID)
         } else {
             response.headerFields[Self.requestIDField] = requestID
         }
