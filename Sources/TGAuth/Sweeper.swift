@@ -29,7 +29,11 @@ extension AuthService {
     /// Returns nil without doing anything when another sweeper holds the lock.
     public func sweep() async throws -> SweepReport? {
         try await database.withConnection { lockHolder in
-            let locked = try await lockHolder.query("SELECT pg_try_advisory_lock(\(Self.sweeperLockKey)) AS locked")
+            // Not cancellable: a cancel that reached the statement after it took the lock would
+            // leave the lock on the pooled connection with no one to give it back.
+            let locked = try await lockHolder.queryIgnoringCancellation(
+                "SELECT pg_try_advisory_lock(\(Self.sweeperLockKey)) AS locked"
+            )
             guard try locked.first?.decode(Bool.self, "locked") == true else { return nil }
             let result: Result<SweepReport, any Error>
             do { result = .success(try await sweepLocked()) } catch { result = .failure(error) }

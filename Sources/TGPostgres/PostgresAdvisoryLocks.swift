@@ -28,7 +28,8 @@ public final class PostgresAdvisoryLocks: @unchecked Sendable {
         let reserved = lock.withLock { held.insert(key).inserted }
         guard reserved else { return false }
         do {
-            let rows = try await connection().query("SELECT pg_try_advisory_lock(\(key)) AS taken")
+            // Never cancelled half-way: see PostgresConnection.queryIgnoringCancellation.
+            let rows = try await connection().queryIgnoringCancellation("SELECT pg_try_advisory_lock(\(key)) AS taken")
             if try rows.first?.decode(Bool.self, "taken") == true { return true }
         } catch {
             _ = lock.withLock { held.remove(key) }

@@ -79,7 +79,7 @@ public final class PostgresClient: @unchecked Sendable {
             do {
                 result = try await body(connection)
             } catch {
-                if !connection.isBroken { try? await connection.queryIgnoringCancellation("ROLLBACK") }
+                if !connection.isBroken { _ = try? await connection.queryIgnoringCancellation("ROLLBACK") }
                 throw error
             }
             try await connection.queryIgnoringCancellation("COMMIT")
@@ -91,7 +91,7 @@ public final class PostgresClient: @unchecked Sendable {
     /// that does not leave it idle, it is marked broken and closed by ``release(_:)``.
     private func settle(_ connection: PostgresConnection) async {
         guard !connection.isBroken, !connection.isIdleOutsideTransaction else { return }
-        try? await connection.queryIgnoringCancellation("ROLLBACK")
+        _ = try? await connection.queryIgnoringCancellation("ROLLBACK")
         if !connection.isIdleOutsideTransaction { connection.discardAfterUse() }
     }
 

@@ -77,23 +77,28 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Runs one statement with bound parameters and returns its rows.
     @discardableResult
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
-        try await execute { connection in
-            let types = query.binds.map { Oid($0.typeOID) }
-            let texts = query.binds.map(\.text)
-            let result = withOptionalCStrings(texts) { values in
-                PQexecParams(connection, query.sql, Int32(types.count), types, values, nil, nil, 0)
-            }
-            return try self.rows(from: result, connection: connection)
-        }
+        try await execute { connection in try self.run(query, on: connection) }
     }
 
     /// Runs a statement that must run even when the calling task is cancelled: the end of a
-    /// transaction (COMMIT, ROLLBACK). `statement_timeout` still bounds it.
-    public func queryIgnoringCancellation(_ query: PostgresQuery) async throws {
-        _ = try await execute(cancellable: false) { connection in
-            let result = PQexecParams(connection, query.sql, 0, nil, nil, nil, nil, 0)
-            return try self.rows(from: result, connection: connection)
+    /// transaction (COMMIT, ROLLBACK), or taking and giving back a session-level advisory lock.
+    /// A session lock outlives a statement that failed after taking it, so a cancel request that
+    /// reached `pg_try_advisory_lock` late would leave the lock held with the caller told it was
+    /// not. No cancel request is ever sent for these statements. `statement_timeout` still
+    /// bounds them.
+    @discardableResult
+    public func queryIgnoringCancellation(_ query: PostgresQuery) async throws -> PostgresRows {
+        try await execute(cancellable: false) { connection in try self.run(query, on: connection) }
+    }
+
+    /// On the worker thread: sends `query` with its bound parameters and reads its rows.
+    private func run(_ query: PostgresQuery, on connection: OpaquePointer) throws -> PostgresRows {
+        let types = query.binds.map { Oid($0.typeOID) }
+        let texts = query.binds.map(\.text)
+        let result = withOptionalCStrings(texts) { values in
+            PQexecParams(connection, query.sql, Int32(types.count), types, values, nil, nil, 0)
         }
+        return try rows(from: result, connection: connection)
     }
 
     /// Whether the server sees this connection outside any transaction (not in one, not in a

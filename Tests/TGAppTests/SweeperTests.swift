@@ -76,6 +76,10 @@ import Testing
 /// A sweep that fails or is cancelled half-way must not keep the one-sweeper lock on a pooled
 /// connection (no instance could sweep again until that connection closed).
 @Suite struct SweeperLockTests {
+    /// Advisory locks held in this test's database (not in another test's, still closing).
+    static let advisoryLocksHere: PostgresQuery =
+        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+
     @Test func aCancelledSweepLeavesTheSweeperLockFree() async throws {
         try await AuthFlowHarness.run { h in
             let blocker = PostgresClient(configuration: .init(url: h.databaseURL))
@@ -84,14 +88,14 @@ import Testing
                 // The sweep takes its lock, then waits on this table lock.
                 try await connection.query("LOCK TABLE pending_logins IN ACCESS EXCLUSIVE MODE")
                 let sweep = Task { try await h.auth.sweep() }
-                while try await h.count("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'") == 0 {
+                while try await h.count(Self.advisoryLocksHere) == 0 {
                     try await Task.sleep(for: .milliseconds(5))
                 }
                 sweep.cancel()
                 return sweep
             }
             _ = await sweep.result
-            #expect(try await h.count("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'") == 0)
+            #expect(try await h.count(Self.advisoryLocksHere) == 0)
             #expect(try await h.auth.sweep() != nil, "another sweep must be able to run")
         }
     }
