@@ -14,7 +14,20 @@ final class SingleFlight<Value: Sendable>: Sendable {
         joined: () -> Void = {},
         work: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
-        let (task, isJoin) = flights.withLock { flights -> (Task<Value, any Error>, Bool) in
+        let (task, isJoin) = flight(key, work)
+        if isJoin { joined() }
+        return try await task.value
+    }
+
+    /// Starts `work` for `key` unless a flight for it is under way, and returns at once (a
+    /// refresh ahead of need). Callers that ask for the key meanwhile join it.
+    func start(_ key: String, work: @escaping @Sendable () async throws -> Value) {
+        _ = flight(key, work)
+    }
+
+    /// The task in flight for `key`, started now if there was none; whether it was there.
+    private func flight(_ key: String, _ work: @escaping @Sendable () async throws -> Value) -> (Task<Value, any Error>, Bool) {
+        flights.withLock { flights -> (Task<Value, any Error>, Bool) in
             if let existing = flights[key] { return (existing.task, true) }
             let id = nextID.add(1, ordering: .relaxed).newValue
             // The task removes itself; it waits for this lock, so it is registered before that.
@@ -25,7 +38,5 @@ final class SingleFlight<Value: Sendable>: Sendable {
             flights[key] = (id, task)
             return (task, false)
         }
-        if isJoin { joined() }
-        return try await task.value
     }
 }

@@ -48,6 +48,7 @@ extension AuthService {
         scopes: [String],
         scopeKey: String,
         rejected: String?,
+        ahead: Bool,
         now: Date,
         onRotation: (UpstreamRotation) -> Void
     ) async throws -> UpstreamRefreshOutcome {
@@ -59,7 +60,7 @@ extension AuthService {
         )
         guard let row = rows.first, try row.decode(String.self, "state") == "active" else { return .grantRejected }
         if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: nil) {
-            if stored.value != rejected, isFresh(stored, now: now) { return .token(stored) }
+            if stored.value != rejected, isFresh(stored, now: now, ahead: ahead) { return .token(stored) }
             // An API refused the token of a forced refresh made moments ago: another would not help.
             if stored.value == rejected, stored.expiresAt > now, let forcedAt = try row.decode(Date?.self, "forced_refresh_at"),
                 now.timeIntervalSince(forcedAt) < settings.forcedRefreshCooldown
@@ -87,7 +88,7 @@ extension AuthService {
         }
         metrics.refreshed(provider: account.provider, outcome: "ok")
         let tokens = refreshed.tokens
-        let lifetime = tokens.accessTokenExpiresAt.map { $0.timeIntervalSince(now) } ?? settings.upstreamDefaultLifetime
+        let lifetime = tokens.accessTokenLifetime ?? settings.upstreamDefaultLifetime
         let rotation = UpstreamRotation(
             account: account.id,
             version: try row.decode(Int.self, "version"),

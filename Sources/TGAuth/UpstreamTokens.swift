@@ -45,11 +45,13 @@ extension AuthService {
     }
 
     /// The upstream access token for `scopes` if one is in memory and not yet due for its
-    /// refresh, without waiting (nil: ask ``upstreamAccessToken(for:scopes:rejected:)``).
+    /// refresh, without waiting (nil: ask ``upstreamAccessToken(for:scopes:rejected:)``). One
+    /// close to that point is still served, and refreshed in the background.
     public func cachedUpstreamAccessToken(for context: SessionContext, scopes: [String]) -> UpstreamAccessToken? {
-        guard let cached = cache.token(account: context.account.id, scopeKey: Self.scopeKey(scopes)), isFresh(cached, now: clock.now()) else {
-            return nil
-        }
+        let scopeKey = Self.scopeKey(scopes)
+        let now = clock.now()
+        guard let cached = cache.token(account: context.account.id, scopeKey: scopeKey), isFresh(cached, now: now) else { return nil }
+        refreshAheadIfDue(cached, account: context.account, scopes: scopes, scopeKey: scopeKey, now: now)
         return cached
     }
 
@@ -70,16 +72,41 @@ extension AuthService {
     ) async throws -> UpstreamAccessToken {
         let scopeKey = Self.scopeKey(scopes)
         let account = context.account
-        if let cached = cache.token(account: account.id, scopeKey: scopeKey), cached.value != rejected,
-            isFresh(cached, now: clock.now())
-        {
+        let now = clock.now()
+        if let cached = cache.token(account: account.id, scopeKey: scopeKey), cached.value != rejected, isFresh(cached, now: now) {
+            refreshAheadIfDue(cached, account: account, scopes: scopes, scopeKey: scopeKey, now: now)
             return cached
         }
         return try await refreshes.run(
-            "\(account.id.uuidString) \(scopeKey)",
+            Self.flightKey(account.id, scopeKey),
             joined: { metrics.joinedRefresh(provider: account.provider) },
-            work: { try await self.obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected) }
+            work: { try await self.obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, ahead: false) }
         )
+    }
+
+    /// The single-flight key of an account's token for a scope set.
+    static func flightKey(_ account: UUID, _ scopeKey: String) -> String { "\(account.uuidString) \(scopeKey)" }
+
+    /// A token served from memory within twice its refresh margin of expiry starts one refresh
+    /// in the background (the same flight the calls that find it due will join), so a busy
+    /// user's calls do not wait for the provider. Not while the grant is in its backoff window:
+    /// the token is served as it is until it is due.
+    private func refreshAheadIfDue(_ token: UpstreamAccessToken, account: AccountSummary, scopes: [String], scopeKey: String, now: Date) {
+        guard !isFresh(token, now: now, ahead: true) else { return }
+        if let retryAt = refreshBackoff.until(account.id), retryAt > now { return }
+        refreshes.start(Self.flightKey(account.id, scopeKey)) { [self] in
+            do {
+                return try await obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: nil, ahead: true)
+            } catch {
+                // What the provider said was logged where it was settled; a joined call hears the error.
+                let code = (error as? AuthProblem)?.code.rawValue ?? "\(type(of: error))"
+                logger.debug(
+                    "a refresh ahead of expiry brought no token",
+                    metadata: ["account": .string(account.id.uuidString), "error": .string(code)]
+                )
+                throw error
+            }
+        }
     }
 
     /// Scopes in a canonical order, the key of the token cache.
@@ -98,7 +125,7 @@ extension AuthService {
         let keys = Set(
             resources.values.filter { $0.provider == provider && granted.isSuperset(of: $0.scopes) }.map { Self.scopeKey($0.scopes) }
         )
-        let expiresAt = tokens.accessTokenExpiresAt ?? now.addingTimeInterval(settings.upstreamDefaultLifetime)
+        let expiresAt = now.addingTimeInterval(tokens.accessTokenLifetime ?? settings.upstreamDefaultLifetime)
         return keys.sorted().map { key in
             let scopes = key.isEmpty ? [] : key.split(separator: " ").map(String.init)
             return (key, UpstreamAccessToken(value: tokens.accessToken, expiresAt: expiresAt, scopes: scopes, issuedAt: now))
@@ -107,16 +134,19 @@ extension AuthService {
 
     /// Not expiring before the refresh margin: the shorter of the configured margin and a quarter
     /// of the token's lifetime (a provider issuing 2-minute tokens is not asked every call).
-    func isFresh(_ token: UpstreamAccessToken, now: Date) -> Bool {
+    /// `ahead`: not before twice that margin (what a background refresh asks of a token).
+    func isFresh(_ token: UpstreamAccessToken, now: Date, ahead: Bool = false) -> Bool {
         let lifetime = token.expiresAt.timeIntervalSince(token.issuedAt)
-        return token.expiresAt.timeIntervalSince(now) > min(settings.upstreamRefreshAhead, lifetime / 4)
+        let margin = min(settings.upstreamRefreshAhead, lifetime / 4)
+        return token.expiresAt.timeIntervalSince(now) > (ahead ? 2 * margin : margin)
     }
 
     private func obtainUpstreamToken(
         _ account: AccountSummary,
         scopes: [String],
         scopeKey: String,
-        rejected: String?
+        rejected: String?,
+        ahead: Bool
     ) async throws -> UpstreamAccessToken {
         let ticket = cache.ticket()
         let now = clock.now()
@@ -129,7 +159,7 @@ extension AuthService {
         let outcome: UpstreamRefreshOutcome
         do {
             if let stored = usable(try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: nil)) {
-                if isFresh(stored, now: now) {
+                if isFresh(stored, now: now, ahead: ahead) {
                     cache.store(token: stored, account: account.id, scopeKey: scopeKey, ticket: ticket)
                     return stored
                 }
@@ -146,12 +176,12 @@ extension AuthService {
                     deadline: .now + .seconds(settings.grantLockWait),
                     whileWaiting: { () async throws -> UpstreamRefreshOutcome? in
                         guard let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: nil), stored.value != rejected,
-                            isFresh(stored, now: now)
+                            isFresh(stored, now: now, ahead: ahead)
                         else { return nil }
                         return .token(stored)
                     },
                     {
-                        try await refreshHoldingGrantLock(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, now: now) {
+                        try await refreshHoldingGrantLock(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, ahead: ahead, now: now) {
                             rotation = $0
                         }
                     }

@@ -5,6 +5,9 @@ public struct TokenResponse: Sendable, Hashable {
     public var accessToken: String
     /// When the access token expires (from `expires_in`); nil when the provider did not say.
     public var accessTokenExpiresAt: Date?
+    /// `expires_in` as the provider gave it, in seconds: for a caller that keeps time with a
+    /// clock of its own and counts the lifetime from its own now.
+    public var accessTokenLifetime: TimeInterval?
     /// A new refresh token when the provider issued (or rotated) one; nil means keep the old one.
     public var refreshToken: String?
     /// When the refresh token expires, where the provider says (`refresh_token_expires_in`).
@@ -26,7 +29,8 @@ public struct TokenResponse: Sendable, Hashable {
             throw OIDCError(.invalidResponse("token_type is not Bearer"))
         }
         self.accessToken = accessToken
-        accessTokenExpiresAt = try Self.lifetime(body["expires_in"], "expires_in").map { receivedAt.addingTimeInterval(TimeInterval($0)) }
+        accessTokenLifetime = try Self.lifetime(body["expires_in"], "expires_in").map { TimeInterval($0) }
+        accessTokenExpiresAt = accessTokenLifetime.map { receivedAt.addingTimeInterval($0) }
         refreshTokenExpiresAt = try Self.lifetime(body["refresh_token_expires_in"], "refresh_token_expires_in").map {
             receivedAt.addingTimeInterval(TimeInterval($0))
         }

@@ -297,3 +297,14 @@ extension CurlResult {
 
     var json: [String: Any] { decodeJSON(body) }
 }
+
+/// Polls `condition` for up to ten seconds (for what happens in the background: another
+/// process, a refresh ahead of expiry).
+func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+    for _ in 0..<200 {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    Issue.record("timed out waiting until \(what)")
+    throw CancellationError()
+}

@@ -58,14 +58,4 @@ import Glibc
             #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
         }
     }
-
-    /// Polls `condition` for up to ten seconds.
-    func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-        for _ in 0..<200 {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        Issue.record("timed out waiting until \(what)")
-        throw CancellationError()
-    }
 }

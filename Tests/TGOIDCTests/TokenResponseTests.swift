@@ -17,6 +17,7 @@ import Testing
         )
         #expect(response.accessToken == "at")
         #expect(response.accessTokenExpiresAt == received.addingTimeInterval(3599))
+        #expect(response.accessTokenLifetime == 3599)
         #expect(response.refreshToken == "rt2")
         #expect(response.refreshTokenExpiresAt == received.addingTimeInterval(86400))
         #expect(response.scopes == ["openid", "User.Read"])
@@ -27,6 +28,7 @@ import Testing
         let response = try parse(#"{"access_token":"at","token_type":"Bearer"}"#)
         #expect(response.refreshToken == nil)
         #expect(response.accessTokenExpiresAt == nil)
+        #expect(response.accessTokenLifetime == nil)
     }
 
     @Test func refusesResponsesThatAreNotUsable() {

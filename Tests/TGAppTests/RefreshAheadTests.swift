@@ -1,0 +1,64 @@
+import Foundation
+import HTTPTypes
+import TGPostgres
+import TGTesting
+import Testing
+
+/// A busy user's calls do not wait for the provider: an upstream token within twice its refresh
+/// margin of expiry is still served, and one refresh for it runs in the background. The tokens
+/// here live 120 s, so the margin is 30 s: from 60 s before expiry a call starts the refresh,
+/// from 30 s before a call waits for it.
+@Suite struct RefreshAheadTests {
+    /// Upstream tokens stored in the database that expire later than `seconds` from now
+    /// (TokenGate's clock): only a token refreshed after the clock moved does.
+    static func tokensExpiringAfter(_ seconds: TimeInterval, _ harness: AuthFlowHarness) async throws -> Int {
+        try await harness.count(
+            "SELECT count(*) AS n FROM upstream_access_tokens WHERE expires_at > \(harness.clock.now.addingTimeInterval(seconds))"
+        )
+    }
+
+    @Test func aTokenNearItsExpiryIsServedAtOnceAndRefreshedOnceInTheBackground() async throws {
+        let settings = UpstreamTokenTests.rotatingProvider()
+        try await AuthFlowHarness.run(settings: settings, withGraphAPI: true, upstreamOptions: UpstreamTokenTests.graph) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            let first = harness.graph!.received.last?.headerFields[.authorization]
+            let before = harness.fake.refreshCount
+            // 50 s left: within twice the margin, not yet within it.
+            harness.clock.advance(by: 70)
+            harness.fake.misbehave(.delay(.seconds(3)), grantType: "refresh_token")
+            let calls = try await UpstreamTokenTests.storm(harness, [harness.baseURL], token: token, count: 20)
+            #expect(calls == Array(repeating: 200, count: 20))
+            #expect(try await Self.tokensExpiringAfter(100, harness) == 0, "the calls waited for the refresh")
+            #expect(harness.fake.refreshCount == before + 1, "one refresh for twenty calls")
+            try await eventually("the refreshed token is stored") { try await Self.tokensExpiringAfter(100, harness) == 1 }
+            // 40 s on, the old token would be due (10 s left); the refreshed one is served.
+            harness.clock.advance(by: 40)
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            #expect(harness.fake.refreshCount == before + 1)
+            #expect(harness.graph!.received.last?.headerFields[.authorization] != first, "the API got the refreshed token")
+        }
+    }
+
+    @Test func aFailedRefreshAheadKeepsServingTheTokenAndIsNotRetriedWithinTheBackoff() async throws {
+        let settings = UpstreamTokenTests.rotatingProvider()
+        try await AuthFlowHarness.run(settings: settings, withGraphAPI: true, upstreamOptions: UpstreamTokenTests.graph) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            let before = harness.fake.refreshCount
+            harness.clock.advance(by: 70)
+            harness.fake.misbehave(.serviceUnavailable(retryAfter: 20), grantType: "refresh_token")
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            try await eventually("the provider's refusal is recorded") {
+                try await harness.count("SELECT count(*) AS n FROM upstream_grants WHERE refresh_retry_at IS NOT NULL") == 1
+            }
+            for _ in 0..<5 { #expect(try await harness.get("/api/graph/me", bearer: token).status == 200) }
+            #expect(harness.fake.refreshCount == before + 1, "asked again within the provider's Retry-After")
+            // Past the Retry-After and within the margin: the call refreshes, and waits for it.
+            harness.clock.advance(by: 25)
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            #expect(harness.fake.refreshCount == before + 2)
+            #expect(try await Self.tokensExpiringAfter(100, harness) == 1)
+        }
+    }
+}
