@@ -49,3 +49,47 @@ http {
 NGINX
     nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
 }
+
+# The start-up the scripts that run a real `tokengate serve` share. They use $bindir and append
+# the processes they start to the caller's `pids` array (which its cleanup kills).
+
+# wait_for URL: until URL answers 2xx, for up to 10 s; else the script stops.
+wait_for() {
+    for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done
+    echo "bench: $1 did not come up" >&2
+    exit 1
+}
+
+# bench_database WORK PORT: a throwaway PostgreSQL under WORK/pg on PORT with a database `bench`;
+# prints that database's URL. (Stop it with `scripts/pg.sh stop WORK/pg PORT`.)
+bench_database() {
+    local admin_url psql
+    admin_url=$(scripts/pg.sh start "$1/pg" "$2")
+    psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
+    "$psql" "$admin_url" -qAt -c "CREATE DATABASE bench" >/dev/null
+    echo "${admin_url%/*}/bench"
+}
+
+# start_provider WORK PORT: oidc-provider-mock on PORT (log in WORK/provider.log), once it answers.
+start_provider() {
+    python3 -W ignore -m oidc_provider_mock -H 127.0.0.1 -p "$2" >"$1/provider.log" 2>&1 &
+    pids+=($!)
+    wait_for "http://127.0.0.1:$2/.well-known/openid-configuration"
+}
+
+# start_tokengate WORK PORT: migrates the database of WORK/tokengate.yaml and serves it on PORT
+# (log in WORK/tg.log) once /readyz answers; sets tg_pid.
+start_tokengate() {
+    "$bindir/tokengate" migrate --config "$1/tokengate.yaml" >/dev/null
+    "$bindir/tokengate" serve --config "$1/tokengate.yaml" >"$1/tg.log" 2>&1 &
+    tg_pid=$!
+    pids+=($tg_pid)
+    wait_for "http://127.0.0.1:$2/readyz"
+}
+
+# login_token PORT: logs `alice` in to the TokenGate on PORT as the app `bench-app` through the
+# mock provider (scripts/mock_login.py); prints TokenGate's access token.
+login_token() {
+    python3 scripts/mock_login.py "http://127.0.0.1:$1" bench-app com.example.app:/cb alice \
+        | python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])'
+}

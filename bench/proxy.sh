@@ -50,12 +50,8 @@ cleanup() {
 trap cleanup EXIT
 
 NGINX_PORT=18180 UPSTREAM_PORT=18181 SLOW_PORT=18182 FLOOR_PORT=18183 TG_PORT=18190 MOCK_PORT=18191
-wait_for() { for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "bench: $1 did not come up" >&2; exit 1; }
 
-admin_url=$(scripts/pg.sh start "$work/pg" 25432)
-psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
-"$psql" "$admin_url" -qAt -c "CREATE DATABASE bench" >/dev/null
-database_url=${admin_url%/*}/bench
+database_url=$(bench_database "$work" 25432)
 
 # /healthz: nginx's `return 200` with TokenGate's answer (same body and Cache-Control), the bare-route
 # reference.
@@ -68,9 +64,7 @@ floor_pid=$!
 pids+=($floor_pid)
 "$bindir/tokengate-bench-server" $SLOW_PORT >"$work/slow.log" 2>&1 &
 pids+=($!)
-python3 -W ignore -m oidc_provider_mock -H 127.0.0.1 -p $MOCK_PORT >"$work/provider.log" 2>&1 &
-pids+=($!)
-wait_for "http://127.0.0.1:$MOCK_PORT/.well-known/openid-configuration"
+start_provider "$work" $MOCK_PORT
 
 cat >"$work/tokengate.yaml" <<YAML
 server: { host: 127.0.0.1, port: $TG_PORT, connection_limit: 30000, max_connections_per_ip: 0, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0, request_timeout_seconds: 60 }
@@ -83,13 +77,8 @@ upstreams:
   - { name: bench, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, max_connections: 64 }
   - { name: slow, base_url: "http://127.0.0.1:$SLOW_PORT", provider: mock, max_connections: 9000, timeout_seconds: 50 }
 YAML
-"$bindir/tokengate" migrate --config "$work/tokengate.yaml" >/dev/null
-"$bindir/tokengate" serve --config "$work/tokengate.yaml" >"$work/tg.log" 2>&1 &
-tg_pid=$!
-pids+=($tg_pid)
-wait_for "http://127.0.0.1:$TG_PORT/readyz"
-token=$(python3 scripts/mock_login.py "http://127.0.0.1:$TG_PORT" bench-app com.example.app:/cb alice \
-    | python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])')
+start_tokengate "$work" $TG_PORT
+token=$(login_token $TG_PORT)
 # Warm: the upstream token is fetched once (one refresh at the provider), then served from memory.
 for upstream in bench slow; do
     code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/$upstream/hello")

@@ -14,6 +14,7 @@
 # second: first sample, peak, last. Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 seconds=${1:-60}
 rate=${2:-1M}
 scripts/deps.sh
@@ -33,20 +34,15 @@ cleanup() {
 trap cleanup EXIT
 
 UPSTREAM_PORT=18281 TG_PORT=18290 MOCK_PORT=18291
-wait_for() { for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "bench: $1 did not come up" >&2; exit 1; }
 
-admin_url=$(scripts/pg.sh start "$work/pg" 25532)
-psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
-"$psql" "$admin_url" -qAt -c "CREATE DATABASE bench" >/dev/null
+database_url=$(bench_database "$work" 25532)
 python3 bench/stream_upstream.py $UPSTREAM_PORT >"$work/upstream.log" 2>&1 &
 pids+=($!)
-python3 -W ignore -m oidc_provider_mock -H 127.0.0.1 -p $MOCK_PORT >"$work/provider.log" 2>&1 &
-pids+=($!)
-wait_for "http://127.0.0.1:$MOCK_PORT/.well-known/openid-configuration"
+start_provider "$work" $MOCK_PORT
 
 cat >"$work/tokengate.yaml" <<YAML
 server: { host: 127.0.0.1, port: $TG_PORT, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0 }
-database: { url: "${admin_url%/*}/bench", pool_size: 4 }
+database: { url: "$database_url", pool_size: 4 }
 log: { level: info, access_log: true }
 encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$(openssl rand -base64 32)" }] }
 clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
@@ -54,13 +50,8 @@ providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$MOCK_PORT", cli
 upstreams:
   - { name: files, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, timeout_seconds: 10, max_body_bytes: 2147483648 }
 YAML
-"$bindir/tokengate" migrate --config "$work/tokengate.yaml" >/dev/null
-"$bindir/tokengate" serve --config "$work/tokengate.yaml" >"$work/tg.log" 2>&1 &
-tg_pid=$!
-pids+=($tg_pid)
-wait_for "http://127.0.0.1:$TG_PORT/readyz"
-token=$(python3 scripts/mock_login.py "http://127.0.0.1:$TG_PORT" bench-app com.example.app:/cb alice \
-    | python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])')
+start_tokengate "$work" $TG_PORT
+token=$(login_token $TG_PORT)
 # Warm: the upstream token is fetched once, so the download below takes the cached path.
 warm=$(curl -s -H "Authorization: Bearer $token" --data-binary hello "http://127.0.0.1:$TG_PORT/api/files/sink")
 [ "$warm" = 5 ] || { echo "bench: warm-up call answered '$warm'" >&2; tail -5 "$work/tg.log" >&2; exit 1; }
