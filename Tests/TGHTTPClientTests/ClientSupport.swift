@@ -35,3 +35,17 @@ func echoServer() throws -> HTTPServer {
 func get(_ port: UInt16, _ path: String, scheme: String = "http", method: HTTPRequest.Method = .get) -> HTTPRequest {
     HTTPRequest(method: method, scheme: scheme, authority: "127.0.0.1:\(port)", path: path)
 }
+
+/// A 200 whose body sends "first", then nothing for 3 s, then "late": a body that goes quiet.
+func answerThatGoesQuiet() -> HTTPServer.Reply {
+    .response(
+        ServerResponse(
+            status: .ok,
+            body: .stream { writer in
+                try await writer.write(Array("first".utf8))
+                try await Task.sleep(for: .seconds(3))
+                try await writer.write(Array("late".utf8))
+            }
+        )
+    )
+}

@@ -140,18 +140,7 @@ import Testing
     }
 
     @Test func anUpstreamGoingQuietMidBodyIsCutAtTheIdleTimeout() async throws {
-        let upstream = try Self.upstream { _ in
-            .response(
-                ServerResponse(
-                    status: .ok,
-                    body: .stream { writer in
-                        try await writer.write(Array("first".utf8))
-                        try await Task.sleep(for: .seconds(3))
-                        try await writer.write(Array("late".utf8))
-                    }
-                )
-            )
-        }
+        let upstream = try Self.upstream { _ in answerThatGoesQuiet() }
         let relay = try Relay(upstreamPort: upstream.port, headTimeout: .seconds(5), idleTimeout: .milliseconds(300))
         let client = testClient()
         let clock = ContinuousClock()

@@ -99,18 +99,7 @@ import Testing
     }
 
     @Test func aBodyThatGoesQuietIsCutAtTheIdleTimeout() async throws {
-        let server = try Self.server { _ in
-            .response(
-                ServerResponse(
-                    status: .ok,
-                    body: .stream { writer in
-                        try await writer.write(Array("first".utf8))
-                        try await Task.sleep(for: .seconds(3))
-                        try await writer.write(Array("late".utf8))
-                    }
-                )
-            )
-        }
+        let server = try Self.server { _ in answerThatGoesQuiet() }
         let client = testClient()
         let clock = ContinuousClock()
         let started = clock.now
