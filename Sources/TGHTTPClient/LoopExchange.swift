@@ -1,4 +1,3 @@
-public import HTTPTypes
 import TGEventLoop
 
 /// One request sent from the client's loop thread, answered there: the head through ``onHead``
@@ -211,24 +210,12 @@ public final class LoopExchange: @unchecked Sendable {
 }
 
 extension HTTPClient {
-    /// Starts `request` from the loop's own thread (see ``LoopExchange``). Set the exchange's
-    /// callbacks before returning to the loop. Throws before anything is sent when the URL is refused.
+    /// Starts `request` from the loop's own thread (see ``LoopExchange``), with header lines the
+    /// caller built (``HeaderLines``: no `HTTPFields` per call). Set the exchange's callbacks
+    /// before returning to the loop. Throws before anything is sent when the URL is refused.
     ///
     /// `wholeBodyUpTo`: a response announcing at most this many body bytes is handed over only
     /// once its body is in (``LoopExchange/isComplete``), so it can be answered in one piece.
-    public func startOnLoop(
-        _ request: HTTPRequest,
-        body: [UInt8]? = nil,
-        headTimeout: Duration,
-        idleTimeout: Duration,
-        wholeBodyUpTo: Int = 0
-    ) throws -> LoopExchange {
-        try startOnLoop(headTimeout: headTimeout, idleTimeout: idleTimeout, wholeBodyUpTo: wholeBodyUpTo) { transfer in
-            try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: nil)
-        }
-    }
-
-    /// The same with header lines the caller built (``HeaderLines``: no `HTTPFields` per call).
     public func startOnLoop(
         _ request: LoopRequest,
         body: [UInt8]? = nil,
@@ -236,22 +223,11 @@ extension HTTPClient {
         idleTimeout: Duration,
         wholeBodyUpTo: Int = 0
     ) throws -> LoopExchange {
-        try startOnLoop(headTimeout: headTimeout, idleTimeout: idleTimeout, wholeBodyUpTo: wholeBodyUpTo) { transfer in
-            try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: nil)
-        }
-    }
-
-    private func startOnLoop(
-        headTimeout: Duration,
-        idleTimeout: Duration,
-        wholeBodyUpTo: Int,
-        prepare: (Transfer) throws -> Void
-    ) throws -> LoopExchange {
         precondition(loop.inEventLoop, "startOnLoop must be called on the client's loop")
         let exchange = LoopExchange(client: self, idleTimeout: idleTimeout)
         let transfer = try Transfer(mode: .onLoop(exchange), handles: handles)
         transfer.holdHeadUpTo = min(wholeBodyUpTo, LoopExchange.highWater)
-        try prepare(transfer)
+        try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: nil)
         exchange.transfer = transfer
         exchange.started(headTimeout: headTimeout)
         submit(.add(transfer))

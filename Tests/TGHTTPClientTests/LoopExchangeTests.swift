@@ -36,8 +36,15 @@ import Testing
                     }
                     counter.value.add(1, ordering: .relaxed)
                     do {
+                        let upstream = LoopRequest(
+                            method: "GET",
+                            scheme: "http",
+                            authority: "127.0.0.1:\(upstreamPort)",
+                            path: request.head.path ?? "/",
+                            headers: HeaderLines()
+                        )
                         let exchange = try clients[loop.index].startOnLoop(
-                            get(upstreamPort, request.head.path ?? "/"),
+                            upstream,
                             headTimeout: headTimeout,
                             idleTimeout: idleTimeout
                         )
