@@ -50,9 +50,8 @@ extension AuthService {
     public func cachedUpstreamAccessToken(for context: SessionContext, scopes: [String]) -> UpstreamAccessToken? {
         let scopeKey = Self.scopeKey(scopes)
         let now = clock.now()
-        guard let cached = cache.token(account: context.account.id, scopeKey: scopeKey), isFresh(cached, now: now) else { return nil }
-        refreshAheadIfDue(cached, account: context.account, scopes: scopes, scopeKey: scopeKey, now: now)
-        return cached
+        guard let cached = cache.token(account: context.account.id, scopeKey: scopeKey) else { return nil }
+        return serve(cached, account: context.account, scopes: scopes, scopeKey: scopeKey, now: now)
     }
 
     /// A valid upstream access token of the session's account for `scopes`: from memory, else
@@ -73,9 +72,10 @@ extension AuthService {
         let scopeKey = Self.scopeKey(scopes)
         let account = context.account
         let now = clock.now()
-        if let cached = cache.token(account: account.id, scopeKey: scopeKey), cached.value != rejected, isFresh(cached, now: now) {
-            refreshAheadIfDue(cached, account: account, scopes: scopes, scopeKey: scopeKey, now: now)
-            return cached
+        if let cached = cache.token(account: account.id, scopeKey: scopeKey), cached.value != rejected,
+            let served = serve(cached, account: account, scopes: scopes, scopeKey: scopeKey, now: now)
+        {
+            return served
         }
         return try await refreshes.run(
             Self.flightKey(account.id, scopeKey),
@@ -87,13 +87,17 @@ extension AuthService {
     /// The single-flight key of an account's token for a scope set.
     static func flightKey(_ account: UUID, _ scopeKey: String) -> String { "\(account.uuidString) \(scopeKey)" }
 
-    /// A token served from memory within twice its refresh margin of expiry starts one refresh
-    /// in the background (the same flight the calls that find it due will join), so a busy
-    /// user's calls do not wait for the provider. Not while the grant is in its backoff window:
-    /// the token is served as it is until it is due.
-    private func refreshAheadIfDue(_ token: UpstreamAccessToken, account: AccountSummary, scopes: [String], scopeKey: String, now: Date) {
-        guard !isFresh(token, now: now, ahead: true) else { return }
-        if let retryAt = refreshBackoff.until(account.id), retryAt > now { return }
+    /// A token from memory if it is not yet due for its refresh (nil: it is). One within twice
+    /// its refresh margin of expiry is still served, and starts one refresh in the background
+    /// (the same flight the calls that find it due will join), so a busy user's calls do not
+    /// wait for the provider. Not while the grant is in its backoff window: the token is then
+    /// served as it is until it is due.
+    private func serve(_ token: UpstreamAccessToken, account: AccountSummary, scopes: [String], scopeKey: String, now: Date) -> UpstreamAccessToken? {
+        let left = token.expiresAt.timeIntervalSince(now)
+        let margin = refreshMargin(token)
+        guard left > margin else { return nil }
+        if left > 2 * margin { return token }
+        if let retryAt = refreshBackoff.until(account.id), retryAt > now { return token }
         refreshes.start(Self.flightKey(account.id, scopeKey)) { [self] in
             do {
                 return try await obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: nil, ahead: true)
@@ -107,6 +111,7 @@ extension AuthService {
                 throw error
             }
         }
+        return token
     }
 
     /// Scopes in a canonical order, the key of the token cache.
@@ -136,9 +141,11 @@ extension AuthService {
     /// of the token's lifetime (a provider issuing 2-minute tokens is not asked every call).
     /// `ahead`: not before twice that margin (what a background refresh asks of a token).
     func isFresh(_ token: UpstreamAccessToken, now: Date, ahead: Bool = false) -> Bool {
-        let lifetime = token.expiresAt.timeIntervalSince(token.issuedAt)
-        let margin = min(settings.upstreamRefreshAhead, lifetime / 4)
-        return token.expiresAt.timeIntervalSince(now) > (ahead ? 2 * margin : margin)
+        token.expiresAt.timeIntervalSince(now) > (ahead ? 2 : 1) * refreshMargin(token)
+    }
+
+    private func refreshMargin(_ token: UpstreamAccessToken) -> TimeInterval {
+        min(settings.upstreamRefreshAhead, token.expiresAt.timeIntervalSince(token.issuedAt) / 4)
     }
 
     private func obtainUpstreamToken(

@@ -24,7 +24,7 @@ public struct HeaderLines: Sendable {
     public mutating func appendBearer(_ token: String) -> Bool {
         var token = token
         return token.withUTF8 { token in
-            guard !token.contains(where: { $0 == 0 || $0 == 0x0D || $0 == 0x0A }) else { return false }
+            guard Self.isSafeValue(token) else { return false }
             storage.append(contentsOf: Self.bearerPrefix)
             storage.append(contentsOf: token)
             storage.append(0)
@@ -34,6 +34,11 @@ public struct HeaderLines: Sendable {
     }
 
     private static let bearerPrefix = Array("Authorization: Bearer ".utf8)
+
+    /// No NUL (it would end libcurl's C string) and no CR or LF (a line break smuggles a field).
+    private static func isSafeValue(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+        !value.contains { $0 == 0 || $0 == 0x0D || $0 == 0x0A }
+    }
 
     /// Appends `name: value`; false (and nothing appended) when it breaks the rules above.
     @discardableResult
@@ -46,7 +51,7 @@ public struct HeaderLines: Sendable {
     @discardableResult
     mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
         guard !name.isEmpty, name.allSatisfy(Self.isTokenByte),
-            !value.contains(where: { $0 == 0 || $0 == 0x0D || $0 == 0x0A }),
+            Self.isSafeValue(value),
             !Self.named(name, "content-length"), !Self.named(name, "transfer-encoding"), !Self.named(name, "expect")
         else { return false }
         if Self.named(name, "content-type") { hasContentType = true }

@@ -61,4 +61,33 @@ import Testing
             #expect(try await Self.tokensExpiringAfter(100, harness) == 1)
         }
     }
+
+    /// The async path (token exchange) serves and refreshes ahead the same way.
+    @Test func aTokenExchangeNearExpiryGetsTheCachedTokenAndRefreshesItInTheBackground() async throws {
+        let settings = UpstreamTokenTests.rotatingProvider()
+        let options = UpstreamTokenTests.graph + ", token_exchange: true"
+        try await AuthFlowHarness.run(settings: settings, withGraphAPI: true, upstreamOptions: options) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            func exchange() async throws -> String? {
+                try await harness.post(
+                    "/auth/token",
+                    form: [
+                        ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange"), ("subject_token", token),
+                        ("subject_token_type", "urn:ietf:params:oauth:token-type:access_token"), ("resource", "graph"),
+                    ]
+                ).json["access_token"] as? String
+            }
+            let first = try #require(try await exchange())
+            let before = harness.fake.refreshCount
+            harness.clock.advance(by: 70)
+            harness.fake.misbehave(.delay(.seconds(3)), grantType: "refresh_token")
+            #expect(try await exchange() == first, "served the cached token at once")
+            #expect(try await Self.tokensExpiringAfter(100, harness) == 0, "the exchange waited for the refresh")
+            try await eventually("the refreshed token is stored") { try await Self.tokensExpiringAfter(100, harness) == 1 }
+            #expect(harness.fake.refreshCount == before + 1)
+            let renewed = try #require(try await exchange())
+            #expect(renewed != first)
+            #expect(harness.fake.subject(ofAccessToken: renewed) == "alice")
+        }
+    }
 }
