@@ -13,7 +13,9 @@
 #               of the process over the run, divided by the requests wrk counted) of TokenGate and
 #               of the floor (nginx's would include its upstream, which serves all three).
 #      healthz  GET /healthz through TokenGate vs nginx `return 200` with the same body and
-#               Cache-Control (the bare-route reference), same wrk settings, alternating.
+#               Cache-Control (the bare-route reference) and vs the C floor's static /healthz (the
+#               same answer from libmicrohttpd alone: the bare route's floor on this stack), same
+#               wrk settings, alternating; CPU per request of TokenGate and of the floor.
 #   2. burst    BURST (default 10000) requests at once through TokenGate to an upstream that answers
 #               after 1 s (tokengate-bench-server /sleep): successes, time, TokenGate's thread count
 #               before and after, and its peak resident memory (VmHWM); then the same burst through
@@ -59,7 +61,7 @@ healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateV
 reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { proxy_pass http://backend; $PROXY_TO_BACKEND } location = /healthz { default_type application/json; add_header Cache-Control no-store; return 200 '$healthz_body'; }"
 # The floor runs one loop per core (FLOOR_LOOPS), as nginx runs one worker per core.
 floor_loops=${FLOOR_LOOPS:-$(nproc)}
-"${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$floor_loops" >"$work/floor.log" 2>&1 &
+PROXY_FLOOR_HEALTHZ_BODY=$healthz_body "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$floor_loops" >"$work/floor.log" 2>&1 &
 floor_pid=$!
 pids+=($floor_pid)
 "$bindir/tokengate-bench-server" $SLOW_PORT >"$work/slow.log" 2>&1 &
@@ -86,7 +88,7 @@ for upstream in bench slow; do
 done
 
 
-: >"$work/t" && : >"$work/n" && : >"$work/f" && : >"$work/h" && : >"$work/hn"
+: >"$work/t" && : >"$work/n" && : >"$work/f" && : >"$work/h" && : >"$work/hn" && : >"$work/hf"
 errors=""
 # cpu PID: user + system clock ticks the process has used so far.
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -110,6 +112,7 @@ for _ in $(seq "$rounds"); do
     [ "$t_err" = none ] || errors="$t_err"
     read -r h_rps _ h_p99 _ <<<"$(wrk_run "http://127.0.0.1:$NGINX_PORT/healthz")"
     echo "$h_rps $(ms "$h_p99")" >>"$work/hn"
+    per_request_us "$floor_pid" wrk_run "http://127.0.0.1:$FLOOR_PORT/healthz" >>"$work/hf"
     per_request_us "$tg_pid" wrk_run "http://127.0.0.1:$TG_PORT/healthz" >>"$work/h"
 done
 t_rps=$(col "$work/t" 1) t_p99=$(col "$work/t" 2) t_cpu=$(col "$work/t" 3) n_rps=$(col "$work/n" 1) n_p99=$(col "$work/n" 2)
@@ -123,9 +126,11 @@ printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' cached "$t_rps" "$t_p99" "$t
     "$(ratio "$t_cpu" "$f_cpu")" "${errors:-none}"
 hn_rps=$(col "$work/hn" 1) hn_p99=$(col "$work/hn" 2) h_rps=$(col "$work/h" 1) h_p99=$(col "$work/h" 2) h_cpu=$(col "$work/h" 3)
 printf '%-8s %10.0f %8.3f %10s %8s %7s %7s  %s\n' nginx-200 "$hn_rps" "$hn_p99" - 1.00 1.00 - -
-printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' healthz "$h_rps" "$h_p99" "$h_cpu" "$(ratio "$h_rps" "$hn_rps")" "$(ratio "$h_p99" "$hn_p99")" - \
+hf_rps=$(col "$work/hf" 1) hf_p99=$(col "$work/hf" 2) hf_cpu=$(col "$work/hf" 3)
+printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' floor-200 "$hf_rps" "$hf_p99" "$hf_cpu" "$(ratio "$hf_rps" "$hn_rps")" "$(ratio "$hf_p99" "$hn_p99")" 1.00 -
+printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' healthz "$h_rps" "$h_p99" "$h_cpu" "$(ratio "$h_rps" "$hn_rps")" "$(ratio "$h_p99" "$hn_p99")" "$(ratio "$h_cpu" "$hf_cpu")" \
     "$(awk '{print $4}' "$work/h" | sort -u | tr '\n' ' ')"
-echo "spread (min-max of $rounds rounds): healthz req/s $(sort -g -k1 "$work/h" | awk 'NR==1{a=$1} END{print a"-"$1}'), nginx return 200 req/s $(sort -g -k1 "$work/hn" | awk 'NR==1{a=$1} END{print a"-"$1}')"
+echo "spread (min-max of $rounds rounds): healthz req/s $(sort -g -k1 "$work/h" | awk 'NR==1{a=$1} END{print a"-"$1}'), floor-200 req/s $(sort -g -k1 "$work/hf" | awk 'NR==1{a=$1} END{print a"-"$1}'), nginx return 200 req/s $(sort -g -k1 "$work/hn" | awk 'NR==1{a=$1} END{print a"-"$1}')"
 echo "spread (min-max of $rounds rounds): tokengate req/s $(sort -g -k1 "$work/t" | awk 'NR==1{a=$1} END{print a"-"$1}'), floor req/s $(sort -g -k1 "$work/f" | awk 'NR==1{a=$1} END{print a"-"$1}'), nginx req/s $(sort -g -k1 "$work/n" | awk 'NR==1{a=$1} END{print a"-"$1}')"
 
 threads() { awk '/^Threads:/ {print $2}' "/proc/$tg_pid/status"; }

@@ -4,7 +4,8 @@
  * external mode (MHD_USE_EPOLL, its epoll fd nested in the loop's) and a libcurl multi handle
  * driven by curl_multi_socket_action on the same epoll set; curl's and MHD's deadlines bound
  * epoll_wait. A request is suspended while libcurl fetches UPSTREAM/<path> (keep-alive, a fixed
- * bearer token), and resumed on the loop thread with the upstream's status and body. No
+ * bearer token), and resumed on the loop thread with the upstream's status and body; GET /healthz
+ * is answered at once with a static body (the floor of a bare route). No
  * authentication, no cache, no logging: what is left is the cost of the design itself.
  *
  *   proxy_floor PORT UPSTREAM_BASE [LOOPS [CONNECTIONS]]   e.g. proxy_floor 18183 http://127.0.0.1:18181 1
@@ -41,6 +42,8 @@
 static const char *upstream_base;
 static unsigned short port;
 static long upstream_connections = 256;
+/* GET /healthz's body (PROXY_FLOOR_HEALTHZ_BODY, the same bytes as TokenGate's): answered at once. */
+static const char *healthz_body = "{\"status\":\"ok\"}";
 
 /* One of libcurl's sockets in the loop's epoll set: the events it is registered for there and the
    events libcurl wants (EPOLLIN and EPOLLOUT fit in a byte). */
@@ -74,6 +77,9 @@ struct request {
     long status;
     int started; /* its transfer (or a refusal): the next call answers */
 };
+
+/* The state of a /healthz request (it needs no upstream). */
+static struct request healthz_request;
 
 static size_t on_body(char *data, size_t size, size_t count, void *user) {
     struct request *request = user;
@@ -215,6 +221,20 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
     (void)method, (void)version, (void)upload;
     struct loop *loop = user;
     struct request *request = *state;
+    if (request == NULL && strcmp(url, "/healthz") == 0) {
+        *state = &healthz_request; /* answered when the (empty) body has been read, as any request */
+        return MHD_YES;
+    }
+    if (request == &healthz_request) {
+        *upload_size = 0;
+        /* The bare route: a static answer, no upstream (the floor of /healthz). */
+        struct MHD_Response *response = MHD_create_response_from_buffer(strlen(healthz_body), (void *)healthz_body, MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(response, "Content-Type", "application/json");
+        MHD_add_response_header(response, "Cache-Control", "no-store");
+        enum MHD_Result queued = MHD_queue_response(connection, 200, response);
+        MHD_destroy_response(response);
+        return queued;
+    }
     if (request == NULL) {
         *state = take_request(loop, connection);
         return MHD_YES;
@@ -242,7 +262,7 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
 static void on_completed(void *user, struct MHD_Connection *connection, void **state, enum MHD_RequestTerminationCode code) {
     (void)connection, (void)code;
     struct request *request = *state;
-    if (request == NULL) return;
+    if (request == NULL || request == &healthz_request) return;
     recycle_request(user, request);
     *state = NULL;
 }
@@ -318,6 +338,7 @@ int main(int argc, char **argv) {
     }
     port = (unsigned short)atoi(argv[1]);
     upstream_base = argv[2];
+    if (getenv("PROXY_FLOOR_HEALTHZ_BODY")) healthz_body = getenv("PROXY_FLOOR_HEALTHZ_BODY");
     int loops = argc > 3 ? atoi(argv[3]) : 1;
     if (argc > 4) upstream_connections = atol(argv[4]);
     signal(SIGPIPE, SIG_IGN);
