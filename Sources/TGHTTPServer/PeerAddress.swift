@@ -43,8 +43,7 @@ enum PeerAddress: Sendable, Hashable {
         case .text(let text):
             return text
         case .ipv4(let networkOrder):
-            let value = UInt32(bigEndian: networkOrder)
-            return "\(value >> 24).\(value >> 16 & 0xFF).\(value >> 8 & 0xFF).\(value & 0xFF)"
+            return Self.dottedQuad(UInt32(bigEndian: networkOrder))
         case .ipv6(let high, let low):
             var address = in6_addr()
             withUnsafeMutableBytes(of: &address) { raw in
@@ -54,6 +53,32 @@ enum PeerAddress: Sendable, Hashable {
             var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
             guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
             return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
+    /// `a.b.c.d` written byte by byte: at most 15 bytes, which a Swift string holds inline (string
+    /// interpolation of four integers cost more than parsing the request's head).
+    static func dottedQuad(_ value: UInt32) -> String {
+        String(unsafeUninitializedCapacity: 15) { buffer in
+            var count = 0
+            for shift in [24, 16, 8, 0] as [UInt32] {
+                let octet = Int(value >> shift & 0xFF)
+                if shift != 24 {
+                    buffer[count] = UInt8(ascii: ".")
+                    count += 1
+                }
+                if octet >= 100 {
+                    buffer[count] = UInt8(0x30 + octet / 100)
+                    count += 1
+                }
+                if octet >= 10 {
+                    buffer[count] = UInt8(0x30 + octet / 10 % 10)
+                    count += 1
+                }
+                buffer[count] = UInt8(0x30 + octet % 10)
+                count += 1
+            }
+            return count
         }
     }
 }
