@@ -27,11 +27,12 @@ import Testing
         for name in ["content-type", "content-length", "connection-x", "Connection", "tes", "", "x-request-id", "set-cookie"] {
             #expect(!ProxyHeaders.isHopByHop(name))
         }
-        // The answer's own fields pass; hop-by-hop ones, those `Connection` names, cookies and the
-        // API's request id do not.
+        // The answer's own fields pass; hop-by-hop ones, those `Connection` names, cookies, the
+        // API's request id, server and date do not.
         let upstream: HTTPFields = [
             .contentType: "application/json", .connection: "keep-alive, X-Private", HTTPField.Name("X-Private")!: "1",
             .transferEncoding: "chunked", .setCookie: "a=b", HTTPField.Name("X-Request-ID")!: "theirs", .eTag: "\"v1\"",
+            .server: "nginx/1.22.1", .date: "Thu, 26 Nov 2026 00:49:52 GMT",
         ]
         #expect(ProxyHeaders.response(upstream) == [.contentType: "application/json", .eTag: "\"v1\""])
     }
@@ -43,7 +44,7 @@ import Testing
             "Content-Type: application/json", "Connection: keep-alive, X-Private", "x-private: 1", "Keep-Alive: timeout=5",
             "Transfer-Encoding: chunked", "Set-Cookie: a=b", "X-Request-ID: theirs", "ETag:  \"v1\" ", "Content-Length: 12",
             "Bad Name: x", "X-Empty:", "TE: trailers", "Proxy-Authenticate: Basic", "Cache-Control: no-store", "no colon here",
-            "Location: https://api.example/v1/next",
+            "Location: https://api.example/v1/next", "Server: nginx/1.22.1", "date: Thu, 26 Nov 2026 00:49:52 GMT",
         ]
         let head = RawHead(status: 200, bytes: Array(lines.map { $0 + "\r\n" }.joined().utf8))
         var response = ServerResponse(status: .ok)

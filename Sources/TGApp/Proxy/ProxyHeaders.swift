@@ -109,7 +109,7 @@ enum ProxyHeaders {
         fields.reserveCapacity(upstream.count + 1)
         for field in upstream {
             let name = field.name.canonicalName
-            if isHopByHop(name) || (!dropped.isEmpty && dropped.contains(name)) || name == "set-cookie" || name == "x-request-id" {
+            if isHopByHop(name) || (!dropped.isEmpty && dropped.contains(name)) || isReplacedInAnswers(name) {
                 continue
             }
             fields.append(field)
@@ -141,8 +141,7 @@ enum ProxyHeaders {
             }
         }
         head.forEachField { name, value in
-            if isHopByHop(name) || RawHeaderFields.equalsIgnoringCase(name, "set-cookie")
-                || RawHeaderFields.equalsIgnoringCase(name, "x-request-id") || RawHeaderFields.equalsIgnoringCase(name, "content-length")
+            if isHopByHop(name) || isReplacedInAnswers(name) || RawHeaderFields.equalsIgnoringCase(name, "content-length")
                 || dropped.contains(where: { $0.elementsEqual(name.lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }) })
             {
                 return
@@ -155,6 +154,28 @@ enum ProxyHeaders {
                 }
             }
             response.rawHeaderFields.append(name: name, value: value)
+        }
+    }
+
+    /// End-to-end fields of an API's answer that the app does not get: `Set-Cookie` (the API's
+    /// cookies are not the app's), `X-Request-ID` (TokenGate sends its own), `Server` (which software
+    /// runs behind TokenGate is none of the app's business) and `Date` (TokenGate's server sends its
+    /// own), as nginx's `proxy_pass` does for the last two.
+    static func isReplacedInAnswers(_ name: String) -> Bool {
+        switch name {
+        case "set-cookie", "x-request-id", "server", "date": true
+        default: false
+        }
+    }
+
+    /// ``isReplacedInAnswers(_:)`` on a name's bytes, in any case.
+    static func isReplacedInAnswers(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        switch name.count {
+        case 4: RawHeaderFields.equalsIgnoringCase(name, "date")
+        case 6: RawHeaderFields.equalsIgnoringCase(name, "server")
+        case 10: RawHeaderFields.equalsIgnoringCase(name, "set-cookie")
+        case 12: RawHeaderFields.equalsIgnoringCase(name, "x-request-id")
+        default: false
         }
     }
 
