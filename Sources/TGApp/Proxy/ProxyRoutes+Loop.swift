@@ -15,12 +15,11 @@ extension ProxyRoutes {
     func forwardFromLoop(_ request: ServerRequest, _ info: RequestInfo, _ responder: RouteResponder) {
         do {
             let (upstream, target) = try route(request, info)
-            let settings = upstream.settings
             let method = request.head.method
             guard request.bodyStream == nil, let loop = request.loop, loop.index < upstream.loopClients.count,
                 let session = try auth.cachedSessionForAPI(accessToken: try AuthRoutes.bearerToken(request)),
-                session.account.provider == settings.provider,
-                let token = auth.cachedUpstreamAccessToken(for: session, scopes: settings.scopes)
+                session.account.provider == upstream.settings.provider,
+                let token = auth.cachedUpstreamAccessToken(for: session, scopes: upstream.settings.scopes)
             else {
                 forwardAsync(request, info, responder)
                 return
@@ -38,7 +37,7 @@ extension ProxyRoutes {
             exchange.onFailure = { error in
                 responder.fail(error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable)
             }
-            let location = locations[settings.name]
+            let location = locations[upstream.settings.name]
             exchange.onHead = { [unowned exchange] head in
                 if head.status == 401, Self.idempotent.contains(method), Self.saysInvalidToken(head.parse()) {
                     // The API refused a token that looked valid: the async path gets a fresh one

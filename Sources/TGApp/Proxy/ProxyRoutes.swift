@@ -22,6 +22,8 @@ final class ProxyRoutes: Sendable {
         let basePath: String
         /// The configured `headers`, parsed.
         let extraFields: HTTPFields
+        /// The configured `methods`, parsed (checked on every call without building strings).
+        let methods: [HTTPRequest.Method]
 
         init?(_ settings: TokenGateConfiguration.Upstream, client: HTTPClient, loopClients: [HTTPClient] = []) {
             guard let url = URLComponents(string: settings.baseURL), let scheme = url.scheme, let host = url.host else { return nil }
@@ -32,6 +34,7 @@ final class ProxyRoutes: Sendable {
             authority = url.port.map { "\(url.percentEncodedHost ?? host):\($0)" } ?? (url.percentEncodedHost ?? host)
             basePath = url.percentEncodedPath.hasSuffix("/") ? String(url.percentEncodedPath.dropLast()) : url.percentEncodedPath
             extraFields = ProxyHeaders.extraFields(settings.headers)
+            methods = settings.methods.compactMap { HTTPRequest.Method($0) }
         }
     }
 
@@ -129,10 +132,9 @@ final class ProxyRoutes: Sendable {
     /// method or path not allowed).
     func route(_ request: ServerRequest, _ info: RequestInfo) throws -> (Upstream, ProxyTarget) {
         guard let upstream = upstreams[info.parameters["upstream"] ?? ""] else { throw ProxyError.unknownUpstream }
-        let settings = upstream.settings
-        guard settings.methods.contains(request.head.method.rawValue) else { throw ProxyError.methodNotAllowed(allowed: settings.methods) }
+        guard upstream.methods.contains(request.head.method) else { throw ProxyError.methodNotAllowed(allowed: upstream.settings.methods) }
         let target = try ProxyTarget(rest: info.parameters["rest"] ?? "")
-        guard target.isAllowed(by: settings.pathPrefixes) else { throw ProxyError.pathNotAllowed }
+        guard target.isAllowed(by: upstream.settings.pathPrefixes) else { throw ProxyError.pathNotAllowed }
         return (upstream, target)
     }
 
