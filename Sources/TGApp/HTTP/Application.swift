@@ -62,20 +62,8 @@ public final class Application: Sendable {
             case .sync(let handler):
                 return .response(finish(handler(request, info), request, info, route.pattern, started))
             case .loop(let handler):
-                return .deferred { [info] responder in
-                    handler(
-                        request,
-                        info,
-                        RouteResponder { result in
-                            let response: ServerResponse
-                            switch result {
-                            case .success(let answer): response = answer
-                            case .failure(let error): response = self.answer(error, requestID: info.requestID, route: route.pattern)
-                            }
-                            responder.respond(self.finish(response, request, info, route.pattern, started))
-                        }
-                    )
-                }
+                let call = LoopCall(app: self, handler: handler, request: request, info: info, route: route.pattern, started: started)
+                return .deferred { [call] responder in call.start(responder) }
             case .async(let handler):
                 return .async { [info] request in
                     let response: ServerResponse
@@ -109,7 +97,7 @@ public final class Application: Sendable {
         return Problem.internalError(requestID: requestID).response()
     }
 
-    private func finish(
+    fileprivate func finish(
         _ response: ServerResponse,
         _ request: ServerRequest,
         _ info: RequestInfo,
@@ -187,4 +175,46 @@ public final class Application: Sendable {
     private static let requestCounter = Atomic<UInt64>(0)
 
     private static let base64URLDigits: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+}
+
+/// A ``Router/Handler/loop(_:)`` route's call in flight: what its answer needs to be finished
+/// (errors mapped, request id, metrics, access log) and sent, in one object rather than a closure
+/// per step of every call.
+final class LoopCall: Sendable {
+    let app: Application
+    let handler: @Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void
+    let request: ServerRequest
+    let info: RequestInfo
+    let route: String
+    let started: ContinuousClock.Instant
+
+    init(
+        app: Application,
+        handler: @escaping @Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void,
+        request: ServerRequest,
+        info: RequestInfo,
+        route: String,
+        started: ContinuousClock.Instant
+    ) {
+        self.app = app
+        self.handler = handler
+        self.request = request
+        self.info = info
+        self.route = route
+        self.started = started
+    }
+
+    /// On the request's loop, when the server made its responder.
+    func start(_ responder: LoopResponder) {
+        handler(request, info, RouteResponder(call: self, responder: responder))
+    }
+
+    func finish(_ result: Result<ServerResponse, any Error>, _ responder: LoopResponder) {
+        let response: ServerResponse
+        switch result {
+        case .success(let answer): response = answer
+        case .failure(let error): response = app.answer(error, requestID: info.requestID, route: route)
+        }
+        responder.respond(app.finish(response, request, info, route, started))
+    }
 }

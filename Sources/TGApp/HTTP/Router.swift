@@ -191,13 +191,10 @@ extension Router.Segment {
 /// Answers a ``Router/Handler/loop(_:)`` route, once: a response or an error (which becomes its
 /// HTTP answer in ``Application``, the one place errors are mapped). From any thread.
 public struct RouteResponder: Sendable {
-    let finish: @Sendable (Result<ServerResponse, any Error>) -> Void
+    let call: LoopCall
+    let responder: LoopResponder
 
-    public init(_ finish: @escaping @Sendable (Result<ServerResponse, any Error>) -> Void) {
-        self.finish = finish
-    }
+    public func respond(_ response: ServerResponse) { call.finish(.success(response), responder) }
 
-    public func respond(_ response: ServerResponse) { finish(.success(response)) }
-
-    public func fail(_ error: any Error) { finish(.failure(error)) }
+    public func fail(_ error: any Error) { call.finish(.failure(error), responder) }
 }
