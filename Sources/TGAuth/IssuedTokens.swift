@@ -22,15 +22,58 @@ public struct IssuedTokens: Sendable, Codable, Equatable {
 }
 
 /// An account as an app sees it: who, at which provider, and display claims.
+///
+/// Immutable, and kept in one shared object: every proxied call reads its session's account from
+/// memory, and a copy is then one reference instead of seven strings.
 public struct AccountSummary: Sendable, Codable, Equatable {
-    public var id: UUID
-    public var provider: String
-    public var issuer: String
-    public var subject: String
-    public var tenant: String?
-    public var name: String?
-    public var email: String?
-    public var preferredUsername: String?
+    private final class Storage: Sendable {
+        let id: UUID
+        let provider: String
+        let issuer: String
+        let subject: String
+        let tenant: String?
+        let name: String?
+        let email: String?
+        let preferredUsername: String?
+
+        init(
+            id: UUID,
+            provider: String,
+            issuer: String,
+            subject: String,
+            tenant: String?,
+            name: String?,
+            email: String?,
+            preferredUsername: String?
+        ) {
+            self.id = id
+            self.provider = provider
+            self.issuer = issuer
+            self.subject = subject
+            self.tenant = tenant
+            self.name = name
+            self.email = email
+            self.preferredUsername = preferredUsername
+        }
+    }
+
+    private let storage: Storage
+
+    public var id: UUID { storage.id }
+    public var provider: String { storage.provider }
+    public var issuer: String { storage.issuer }
+    public var subject: String { storage.subject }
+    public var tenant: String? { storage.tenant }
+    public var name: String? { storage.name }
+    public var email: String? { storage.email }
+    public var preferredUsername: String? { storage.preferredUsername }
+
+    public static func == (lhs: AccountSummary, rhs: AccountSummary) -> Bool {
+        lhs.storage === rhs.storage
+            || (lhs.id == rhs.id && lhs.provider == rhs.provider && lhs.issuer == rhs.issuer && lhs.subject == rhs.subject
+                && lhs.tenant == rhs.tenant && lhs.name == rhs.name && lhs.email == rhs.email
+                && lhs.preferredUsername == rhs.preferredUsername)
+    }
 
     enum CodingKeys: String, CodingKey {
         case id, provider, issuer, subject, tenant, name, email
@@ -42,14 +85,16 @@ public struct AccountSummary: Sendable, Codable, Equatable {
         guard let id = UUID(uuidString: try c.decode(String.self, forKey: .id)) else {
             throw DecodingError.dataCorruptedError(forKey: .id, in: c, debugDescription: "not a UUID")
         }
-        self.id = id
-        provider = try c.decode(String.self, forKey: .provider)
-        issuer = try c.decode(String.self, forKey: .issuer)
-        subject = try c.decode(String.self, forKey: .subject)
-        tenant = try c.decodeIfPresent(String.self, forKey: .tenant)
-        name = try c.decodeIfPresent(String.self, forKey: .name)
-        email = try c.decodeIfPresent(String.self, forKey: .email)
-        preferredUsername = try c.decodeIfPresent(String.self, forKey: .preferredUsername)
+        storage = Storage(
+            id: id,
+            provider: try c.decode(String.self, forKey: .provider),
+            issuer: try c.decode(String.self, forKey: .issuer),
+            subject: try c.decode(String.self, forKey: .subject),
+            tenant: try c.decodeIfPresent(String.self, forKey: .tenant),
+            name: try c.decodeIfPresent(String.self, forKey: .name),
+            email: try c.decodeIfPresent(String.self, forKey: .email),
+            preferredUsername: try c.decodeIfPresent(String.self, forKey: .preferredUsername)
+        )
     }
 
     /// Ids are written in lower case, as PostgreSQL and every path parameter spell them.
@@ -67,14 +112,16 @@ public struct AccountSummary: Sendable, Codable, Equatable {
 
     /// From a row with the account's columns (`id`, `provider`, `issuer`, `subject`, `tenant`, `claims`).
     init(row: PostgresRow, idColumn: String = "id") throws {
-        id = try row.decode(UUID.self, idColumn)
-        provider = try row.decode(String.self, "provider")
-        issuer = try row.decode(String.self, "issuer")
-        subject = try row.decode(String.self, "subject")
-        tenant = try row.decode(String?.self, "tenant")
         let claims = (try? JSONSerialization.jsonObject(with: Data((try row.decode(String.self, "claims")).utf8))) as? [String: Any]
-        name = claims?["name"] as? String
-        email = claims?["email"] as? String
-        preferredUsername = claims?["preferred_username"] as? String
+        storage = Storage(
+            id: try row.decode(UUID.self, idColumn),
+            provider: try row.decode(String.self, "provider"),
+            issuer: try row.decode(String.self, "issuer"),
+            subject: try row.decode(String.self, "subject"),
+            tenant: try row.decode(String?.self, "tenant"),
+            name: claims?["name"] as? String,
+            email: claims?["email"] as? String,
+            preferredUsername: claims?["preferred_username"] as? String
+        )
     }
 }
