@@ -244,6 +244,8 @@ public final class EventLoop: @unchecked Sendable {
                 if slot < watchers.count, let watcher = watchers[slot] { watcher.ready(event.events) }
             }
         }
+        // Timers that never fired go with the loop (their actions hold what they would have touched).
+        timers.removeAll()
     }
 
     private func drainInbox() {
@@ -260,8 +262,7 @@ public final class EventLoop: @unchecked Sendable {
     private func runTimers() {
         guard !timers.isEmpty else { return }
         let now = Self.now()
-        while let first = timers.first, first.deadline <= now {
-            timers.remove(first)
+        while let deadline = timers.firstDeadline, deadline <= now, let first = timers.popFirst() {
             let action = first.action
             if !first.reusable { first.action = nil }
             action?()
@@ -270,8 +271,8 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Nanoseconds until the next timer (0 if one is due), if any.
     private func nextTimerDelay() -> Int64? {
-        guard let first = timers.first else { return nil }
-        return max(0, first.deadline - Self.now())
+        guard let deadline = timers.firstDeadline else { return nil }
+        return max(0, deadline - Self.now())
     }
 
     /// Timers waiting to fire; loop thread only (tests).
@@ -336,28 +337,51 @@ public final class EventLoopTimer {
 /// A binary min-heap of timers by deadline. Each timer knows its index, so a cancelled one is
 /// removed at once (O(log n)) instead of waiting to reach the top.
 struct TimerHeap {
-    private var items: [EventLoopTimer] = []
+    /// Each timer with its deadline, compared without touching the object. The heap owns one
+    /// reference to each timer, taken in `push` and given back when it leaves, so moving timers
+    /// around the heap costs no reference counting (every proxied call schedules and cancels one).
+    private var items: [(deadline: Int64, timer: Unmanaged<EventLoopTimer>)] = []
 
     var isEmpty: Bool { items.isEmpty }
     var count: Int { items.count }
-    var first: EventLoopTimer? { items.first }
+    var firstDeadline: Int64? { items.first?.deadline }
 
     mutating func push(_ timer: EventLoopTimer) {
-        items.append(timer)
+        items.append((timer.deadline, Unmanaged.passRetained(timer)))
         timer.heapIndex = items.count - 1
         siftUp(items.count - 1)
+    }
+
+    /// Takes the earliest timer out.
+    mutating func popFirst() -> EventLoopTimer? {
+        guard let first = items.first?.timer.takeUnretainedValue() else { return nil }
+        remove(first)
+        return first
     }
 
     /// Removes `timer` if it is in the heap.
     mutating func remove(_ timer: EventLoopTimer) {
         let index = timer.heapIndex
-        guard index >= 0, index < items.count, items[index] === timer else { return }
+        guard index >= 0, index < items.count, items[index].timer.toOpaque() == Unmanaged.passUnretained(timer).toOpaque() else {
+            return
+        }
         timer.heapIndex = -1
         let last = items.removeLast()
-        guard index < items.count else { return }
-        items[index] = last
-        last.heapIndex = index
-        siftDown(siftUp(index))
+        if index < items.count {
+            items[index] = last
+            last.timer._withUnsafeGuaranteedRef { $0.heapIndex = index }
+            siftDown(siftUp(index))
+        }
+        Unmanaged.passUnretained(timer).release()
+    }
+
+    /// Empties the heap (the loop ended): every timer's reference is given back.
+    mutating func removeAll() {
+        for item in items {
+            item.timer._withUnsafeGuaranteedRef { $0.heapIndex = -1 }
+            item.timer.release()
+        }
+        items = []
     }
 
     @discardableResult
@@ -387,8 +411,8 @@ struct TimerHeap {
 
     private mutating func swap(_ a: Int, _ b: Int) {
         items.swapAt(a, b)
-        items[a].heapIndex = a
-        items[b].heapIndex = b
+        items[a].timer._withUnsafeGuaranteedRef { $0.heapIndex = a }
+        items[b].timer._withUnsafeGuaranteedRef { $0.heapIndex = b }
     }
 }
 

@@ -24,6 +24,27 @@ import Testing
         group.stop()
     }
 
+    /// The heap holds its timers without reference counting and gives them back itself: a loop
+    /// that stops with timers still pending lets go of them (and of what their actions hold).
+    @Test func aStoppedLoopLetsGoOfTimersThatNeverFired() async {
+        let loop = EventLoopGroup(count: 1).loops[0]
+        weak var held: Fired?
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let payload = Fired()
+            held = payload
+            loop.execute {
+                let now = EventLoop.now()
+                for offset in 1...3 {
+                    loop.schedule(at: now + Int64(offset) * 60_000_000_000) { payload.order.withLock { $0.append(offset) } }
+                }
+                done.resume()
+            }
+        }
+        #expect(held != nil)
+        loop.stop()
+        #expect(held == nil)
+    }
+
     @Test func firesTimersInDeadlineOrderAndSkipsCancelledOnes() async {
         let loop = EventLoopGroup(count: 1).loops[0]
         let fired = Fired()
