@@ -43,6 +43,11 @@ public struct HeaderLines: Sendable {
     /// Appends `name: value`; false (and nothing appended) when it breaks the rules above.
     @discardableResult
     public mutating func append(name: String, value: String) -> Bool {
+        // Native strings lend their bytes in place; only others are copied first.
+        let appended = name.utf8.withContiguousStorageIfAvailable { name in
+            value.utf8.withContiguousStorageIfAvailable { value in append(name: name, value: value) }
+        }
+        if let appended, let appended { return appended }
         var name = name
         var value = value
         return name.withUTF8 { name in value.withUTF8 { value in append(name: name, value: value) } }
