@@ -81,6 +81,22 @@ struct request {
 /* The state of a /healthz request (it needs no upstream). */
 static struct request healthz_request;
 
+/* PROXY_FLOOR_SPIN_NS: user-space work added to every /healthz answer (bench/inflation.sh), to
+   measure what extra user time does to the kernel's share when the server shares its cores with
+   the load generator. It touches a 64 KiB buffer, as real code touches its data. */
+static long spin_ns;
+static void spin(long nanoseconds) {
+    static __thread unsigned char scratch[65536];
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    unsigned step = 1;
+    do {
+        for (int index = 0; index < 4096; index += 64) scratch[(step * 2654435761u + index) & 65535] += (unsigned char)index;
+        step++;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < nanoseconds);
+}
+
 static size_t on_body(char *data, size_t size, size_t count, void *user) {
     struct request *request = user;
     size_t bytes = size * count;
@@ -227,6 +243,7 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
     }
     if (request == &healthz_request) {
         *upload_size = 0;
+        if (spin_ns > 0) spin(spin_ns);
         /* The bare route: a static answer, no upstream (the floor of /healthz). */
         struct MHD_Response *response = MHD_create_response_from_buffer(strlen(healthz_body), (void *)healthz_body, MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(response, "Content-Type", "application/json");
@@ -339,6 +356,7 @@ int main(int argc, char **argv) {
     port = (unsigned short)atoi(argv[1]);
     upstream_base = argv[2];
     if (getenv("PROXY_FLOOR_HEALTHZ_BODY")) healthz_body = getenv("PROXY_FLOOR_HEALTHZ_BODY");
+    if (getenv("PROXY_FLOOR_SPIN_NS")) spin_ns = atol(getenv("PROXY_FLOOR_SPIN_NS"));
     int loops = argc > 3 ? atoi(argv[3]) : 1;
     if (argc > 4) upstream_connections = atol(argv[4]);
     signal(SIGPIPE, SIG_IGN);
