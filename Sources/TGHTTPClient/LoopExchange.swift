@@ -1,7 +1,7 @@
 import TGEventLoop
 
-/// One request sent from the client's loop thread, answered there: the head through ``onHead``
-/// (or the failure through ``onFailure``), then the body read with ``read(into:)`` as it arrives,
+/// One request sent from the client's loop thread, answered there: the head (or the failure
+/// before it) through ``onHead``, then the body read with ``read(into:)`` as it arrives,
 /// with back-pressure (the transfer pauses above 256 KiB buffered). No task, no lock, no hop:
 /// for a caller that is itself on the loop (an HTTP server's connection on the same loop).
 ///
@@ -13,10 +13,9 @@ public final class LoopExchange: @unchecked Sendable {
     // and callers must be there).
 
     /// The response head (with the whole body already buffered when it is small, see
-    /// `wholeBodyUpTo`). Called once, unless ``onFailure`` is called instead.
-    public var onHead: ((RawHead) -> Void)?
-    /// The exchange failed before its head arrived.
-    public var onFailure: ((HTTPClientError) -> Void)?
+    /// `wholeBodyUpTo`), or why the exchange failed before it arrived. Called once. One callback
+    /// for both: every proxied call sets it, and a closure is an allocation.
+    public var onHead: ((Result<RawHead, HTTPClientError>) -> Void)?
 
     let client: HTTPClient
     var transfer: Transfer?
@@ -115,7 +114,6 @@ public final class LoopExchange: @unchecked Sendable {
     /// Stops the transfer (the reader went away); nothing is called back afterwards.
     public func cancel() {
         onHead = nil
-        onFailure = nil
         waker = nil
         stopTimers()
         if let transfer {
@@ -130,7 +128,10 @@ public final class LoopExchange: @unchecked Sendable {
 
     func started(headTimeout: Duration) {
         let deadline = EventLoop.now() + IdleDeadline.nanoseconds(headTimeout)
-        headTimer = client.loop.schedule(at: deadline) { [weak self] in self?.expire() }
+        // A strong capture (the exchange itself is the closure's context: no allocation, no weak
+        // reference table): the cycle ends when the timer fires or is cancelled, which the head's
+        // arrival, the transfer's end and `cancel()` all do, and a loop that ends lets go of it.
+        headTimer = client.loop.schedule(at: deadline) { self.expire() }
     }
 
     func deliverHead(_ head: RawHead) {
@@ -148,8 +149,7 @@ public final class LoopExchange: @unchecked Sendable {
         }
         let callback = onHead
         onHead = nil
-        onFailure = nil
-        callback?(head)
+        callback?(.success(head))
     }
 
     /// Body bytes from libcurl: kept, or refused with a pause when the reader is behind.
@@ -175,10 +175,9 @@ public final class LoopExchange: @unchecked Sendable {
             buffered = 0
             if !headArrived {
                 headArrived = true
-                let callback = onFailure
+                let callback = onHead
                 onHead = nil
-                onFailure = nil
-                callback?(error)
+                callback?(.failure(error))
                 return
             }
         } else {

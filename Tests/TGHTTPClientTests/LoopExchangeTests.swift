@@ -48,11 +48,13 @@ import Testing
                             headTimeout: headTimeout,
                             idleTimeout: idleTimeout
                         )
-                        exchange.onFailure = { error in
-                            responder.respond(ServerResponse(status: error == .timeout ? .gatewayTimeout : .badGateway))
-                        }
-                        exchange.onHead = { [unowned exchange] head in
-                            responder.respond(ServerResponse(status: head.parse().status, body: .source(ExchangeBody(exchange))))
+                        exchange.onHead = { [unowned exchange] result in
+                            switch result {
+                            case .success(let head):
+                                responder.respond(ServerResponse(status: head.parse().status, body: .source(ExchangeBody(exchange))))
+                            case .failure(let error):
+                                responder.respond(ServerResponse(status: error == .timeout ? .gatewayTimeout : .badGateway))
+                            }
                         }
                     } catch {
                         responder.respond(ServerResponse(status: .badGateway))

@@ -34,11 +34,15 @@ extension ProxyRoutes {
                 idleTimeout: timeout,
                 wholeBodyUpTo: Self.smallBody
             )
-            exchange.onFailure = { error in
-                responder.fail(error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable)
-            }
             let location = locations[upstream.settings.name]
-            exchange.onHead = { [unowned exchange] head in
+            exchange.onHead = { [unowned exchange] result in
+                let head: RawHead
+                switch result {
+                case .success(let arrived): head = arrived
+                case .failure(let error):
+                    responder.fail(error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable)
+                    return
+                }
                 if head.status == 401, Self.idempotent.contains(method), Self.saysInvalidToken(head.parse()) {
                     // The API refused a token that looked valid: the async path gets a fresh one
                     // and tries once more (the request's body, if any, was read whole).
