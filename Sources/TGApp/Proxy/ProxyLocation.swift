@@ -3,15 +3,17 @@ import Foundation
 /// An API's `Location` that points at the API itself (its configured origin, under its base
 /// path) names a URL the app cannot call with its TokenGate token, and leaks the API's address:
 /// it becomes TokenGate's URL for the same resource. Any other `Location` passes unchanged.
-struct ProxyLocation: Sendable {
+///
+/// One immutable object per API, made once: every cached call captures it (one reference).
+final class ProxyLocation: Sendable {
     /// The API's scheme and host, lower-cased, and its port (the scheme's default when none).
-    var scheme: String
-    var host: String
-    var port: Int
+    let scheme: String
+    let host: String
+    let port: Int
     /// The base URL's path without its trailing `/`.
-    var basePath: String
+    let basePath: String
     /// `<public base URL>/api/<name>`.
-    var gatewayBase: String
+    let gatewayBase: String
 
     init?(baseURL: String, name: String, publicBaseURL: String) {
         guard let url = URLComponents(string: baseURL), let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else {

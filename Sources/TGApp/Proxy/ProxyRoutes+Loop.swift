@@ -35,6 +35,8 @@ extension ProxyRoutes {
                 wholeBodyUpTo: Self.smallBody
             )
             let location = locations[upstream.settings.name]
+            let sentToken = token.value
+            // The request and its info are the call's (`responder.call`): not captured again.
             exchange.onHead = { [unowned exchange] result in
                 let head: RawHead
                 switch result {
@@ -47,7 +49,7 @@ extension ProxyRoutes {
                     // The API refused a token that looked valid: the async path gets a fresh one
                     // and tries once more (the request's body, if any, was read whole).
                     exchange.cancel()
-                    self.forwardAsync(request, info, responder, rejected: token.value)
+                    self.forwardAsync(responder.call.request, responder.call.info, responder, rejected: sentToken)
                     return
                 }
                 self.metrics?.proxyLoopCalls.increment()
