@@ -288,8 +288,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     fileprivate func reschedule(_ timer: EventLoopTimer) {
-        timers.remove(timer)
-        timers.push(timer)
+        timers.move(timer)
     }
 }
 
@@ -350,6 +349,18 @@ struct TimerHeap {
         items.append((timer.deadline, Unmanaged.passRetained(timer)))
         timer.heapIndex = items.count - 1
         siftUp(items.count - 1)
+    }
+
+    /// Puts `timer` where its (new) deadline belongs: moved in place if it is in the heap,
+    /// added if not.
+    mutating func move(_ timer: EventLoopTimer) {
+        let index = timer.heapIndex
+        guard index >= 0, index < items.count, items[index].timer.toOpaque() == Unmanaged.passUnretained(timer).toOpaque() else {
+            push(timer)
+            return
+        }
+        items[index].deadline = timer.deadline
+        siftDown(siftUp(index))
     }
 
     /// Takes the earliest timer out.

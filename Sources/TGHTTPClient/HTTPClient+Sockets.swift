@@ -92,14 +92,22 @@ let closeSocketCallback: curl_closesocket_callback = { clientPointer, socket in
 let timerCallback: curl_multi_timer_callback = { _, milliseconds, clientPointer in
     let client = Unmanaged<HTTPClient>.fromOpaque(clientPointer!).takeUnretainedValue()
     // One timer for the client, moved each time libcurl moves its deadline (not one per call).
-    let timer = client.timer ?? client.loop.makeTimer { [weak client] in client?.act(socket: -1, events: 0) }
-    client.timer = timer
+    let timer: EventLoopTimer
+    if let existing = client.timer {
+        timer = existing
+    } else {
+        timer = client.loop.makeTimer { [weak client] in client?.act(socket: -1, events: 0) }
+        client.timer = timer
+    }
+    if milliseconds > 0 {
+        // Moved in place when it is already set (libcurl moves its deadline on every call).
+        timer.schedule(at: EventLoop.now() + Int64(milliseconds) * 1_000_000)
+        return 0
+    }
     timer.unschedule()
     if milliseconds == 0 {
         client.timeoutDue = true
         client.loop.wakeSoon()
-    } else if milliseconds > 0 {
-        timer.schedule(at: EventLoop.now() + Int64(milliseconds) * 1_000_000)
     }
     return 0
 }

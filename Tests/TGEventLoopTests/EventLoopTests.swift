@@ -133,6 +133,39 @@ extension EventLoopTests {
         loop.stop()
     }
 
+    /// Reusable timers moved in place, earlier and later, among many others: they still fire in
+    /// the order of their last deadlines.
+    @Test func timersMovedInPlaceStillFireInDeadlineOrder() async {
+        let loop = EventLoopGroup(count: 1).loops[0]
+        let fired = Fired()
+        let expected = await withCheckedContinuation { (done: CheckedContinuation<[Int], Never>) in
+            loop.execute {
+                let now = EventLoop.now()
+                var generator = SystemRandomNumberGenerator()
+                var deadlines: [Int: Int64] = [:]
+                var timers: [EventLoopTimer] = []
+                for value in 0..<300 {
+                    timers.append(loop.makeTimer { fired.order.withLock { $0.append(value) } })
+                }
+                for _ in 0..<5 {
+                    for (value, timer) in timers.enumerated() {
+                        let deadline = now + 10_000_000 + Int64.random(in: 0...5_000, using: &generator) * 1_000 + Int64(value)
+                        deadlines[value] = deadline
+                        timer.schedule(at: deadline)
+                    }
+                }
+                #expect(loop.pendingTimers == 300)
+                let order = deadlines.sorted { $0.value < $1.value }.map(\.key)
+                loop.schedule(at: now + 40_000_000) {
+                    _ = timers
+                    done.resume(returning: order)
+                }
+            }
+        }
+        #expect(fired.order.withLock { $0 } == expected)
+        loop.stop()
+    }
+
     /// libcurl schedules its timeout from inside work the loop does before sleeping; the loop must
     /// wake for it rather than sleep until some unrelated event.
     @Test func aTimerScheduledByAPreWaitHookWakesTheLoopOnTime() async {
