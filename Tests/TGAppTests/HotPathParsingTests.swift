@@ -119,6 +119,25 @@ import Testing
         }
     }
 
+    /// Parameters are set, replaced and removed by name, and equality does not depend on the order
+    /// they were set in.
+    @Test func routeParametersAreSetReplacedAndRemovedByName() {
+        var parameters: RouteParameters = ["a": "1", "b": "2", "c": "3", "d": "4"]
+        #expect(parameters["a"] == "1" && parameters["b"] == "2" && parameters["c"] == "3" && parameters["d"] == "4")
+        #expect(parameters["e"] == nil)
+        parameters["b"] = "two"
+        parameters["c"] = nil
+        parameters["a"] = nil
+        #expect(parameters == ["b": "two", "d": "4"])
+        parameters["e"] = "5"
+        parameters["f"] = "6"
+        #expect(parameters == ["f": "6", "e": "5", "d": "4", "b": "two"])
+        #expect(parameters != ["f": "6", "e": "5", "d": "4"])
+        #expect(parameters != ["f": "6", "e": "5", "d": "4", "b": "2"])
+        for name in ["b", "d", "e", "f"] { parameters[name] = nil }
+        #expect(parameters == [:])
+    }
+
     @Test func proxyPathsWithoutEscapesAreTheirOwnDecodedForm() throws {
         let plain = try ProxyTarget(rest: "me/photo/$value")
         #expect(plain.rawPath == "/me/photo/$value")
