@@ -37,6 +37,12 @@ public struct RouteParameters: Sendable, Equatable, ExpressibleByDictionaryLiter
         }
     }
 
+    /// Adds a pair whose name is not there yet (a pattern names each parameter once).
+    mutating func add(_ name: String, _ value: String) {
+        if pairs.capacity == 0 { pairs.reserveCapacity(4) }
+        pairs.append((name, value))
+    }
+
     public static func == (lhs: RouteParameters, rhs: RouteParameters) -> Bool {
         lhs.pairs.count == rhs.pairs.count && lhs.pairs.allSatisfy { rhs[$0.name] == $0.value }
     }
@@ -99,6 +105,11 @@ public struct Router: Sendable {
             if segment.hasPrefix("{"), segment.hasSuffix("}") { return .parameter(String(segment.dropFirst().dropLast())) }
             return .literal(segment)
         }
+        let names = segments.compactMap { segment -> String? in
+            if case .parameter(let name) = segment { return name }
+            return segment == .rest ? "rest" : nil
+        }
+        precondition(Set(names).count == names.count, "\(pattern): a pattern names each parameter once")
         guard segments.contains(where: { !$0.isLiteral }) else {
             literal[pattern, default: []].append(route)
             literalLengths |= 1 << min(63, pattern.utf8.count)
@@ -125,10 +136,11 @@ public struct Router: Sendable {
             if let route = Self.route(for: method, in: routes) { return .found(route, [:]) }
             allowed += routes.map(\.method)
         }
-        for pattern in patterns {
-            guard let parameters = Self.bind(pattern.segments, to: path) else { continue }
-            if let route = Self.route(for: method, in: pattern.routes) { return .found(route, parameters) }
-            allowed += pattern.routes.map(\.method)
+        // By index: iterating the patterns would copy each one (three arrays) per request.
+        for index in patterns.indices {
+            guard let parameters = Self.bind(patterns[index].segments, to: path) else { continue }
+            if let route = Self.route(for: method, in: patterns[index].routes) { return .found(route, parameters) }
+            allowed += patterns[index].routes.map(\.method)
         }
         if allowed.contains(.get), !allowed.contains(.head) { allowed.append(.head) }
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed)
@@ -147,11 +159,11 @@ public struct Router: Sendable {
         let bytes = path.utf8
         var parameters: RouteParameters = [:]
         var start = bytes.startIndex
-        for (index, expected) in pattern.enumerated() {
-            if expected == .rest {
+        for index in pattern.indices {
+            if case .rest = pattern[index] {
                 // After the `/` that ends the previous segment (`/api/x` alone has an empty rest).
                 if start != bytes.endIndex { start = bytes.index(after: start) }
-                parameters["rest"] = String(path[start...])
+                parameters.add("rest", String(path[start...]))
                 return parameters
             }
             // Segments after the first begin after a `/`.
@@ -161,7 +173,7 @@ public struct Router: Sendable {
             }
             let end = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
             let actual = bytes[start..<end]
-            switch expected {
+            switch pattern[index] {
             case .literal(let text):
                 guard actual.elementsEqual(text.utf8) else { return nil }
             case .parameter(let name):
@@ -171,7 +183,7 @@ public struct Router: Sendable {
                 guard let value = plain ? String(Substring(actual)) : FormURLEncoding.percentDecode(actual, plusAsSpace: false) else {
                     return nil
                 }
-                parameters[name] = value
+                parameters.add(name, value)
             case .rest:
                 return nil
             }
