@@ -100,13 +100,16 @@ let accessHandler:
         UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?,
         UnsafePointer<CChar>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<UnsafeMutableRawPointer?>?
     ) -> MHD_Result = { serverPointer, connection, _, method, _, uploadData, uploadSize, contextSlot in
-        let daemon = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue()
-        // Shutting down: a connection resumed to be closed gets no more work.
-        guard !daemon.closing else { return MHD_Result.NO }
-        let server = daemon.server
-        guard let connection, let contextSlot, let raw = contextSlot.pointee, let uploadSize else { return MHD_Result.NO }
-        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
-        return server.handle(context, connection: connection, method: method, uploadData: uploadData, uploadSize: uploadSize)
+        // Borrowed, not retained: the daemon outlives its callbacks, and the context is held by its
+        // slot until the request completes (every request passes here two or three times).
+        Unmanaged<LoopDaemon>.fromOpaque(serverPointer!)._withUnsafeGuaranteedRef { daemon in
+            // Shutting down: a connection resumed to be closed gets no more work.
+            guard !daemon.closing else { return MHD_Result.NO }
+            guard let connection, let contextSlot, let raw = contextSlot.pointee, let uploadSize else { return MHD_Result.NO }
+            return Unmanaged<RequestContext>.fromOpaque(raw)._withUnsafeGuaranteedRef { context in
+                daemon.server.handle(context, connection: connection, method: method, uploadData: uploadData, uploadSize: uploadSize)
+            }
+        }
     }
 
 extension HTTPServer {
