@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Per-request counts that do not drift with the machine's speed: glibc `malloc`, Swift objects
+# allocated (`swift_allocObject`), `swift_retain` and `swift_release`, for a cached proxied call
+# (`GET /api/bench/hello`) and for `/healthz`, taken with uprobes (perf) on a real release
+# `tokengate serve`. Timing on this machine drifts by more than 10 % between runs; these counts
+# move only when the code does, so they show a change that time cannot (README, "Performance").
+#
+#   bench/counts.sh [SECONDS]
+#
+# Starts a throwaway PostgreSQL, oidc-provider-mock, an nginx upstream and TokenGate, logs in
+# once, then runs wrk -t1 -c4 for SECONDS (default 4) against each path while `perf stat` counts
+# the probes in TokenGate's process, and divides by the requests wrk counted. Needs root (uprobes);
+# the probes it adds are removed at the end. Nothing leaves loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+seconds=${1:-4}
+EXTRA_PACKAGES="nginx wrk linux-perf" scripts/deps.sh
+
+swift build -c release --product tokengate >/dev/null
+bindir=$(swift build -c release --show-bin-path)
+
+work=$(mktemp -d /tmp/tokengate-bench-counts.XXXXXX)
+chmod 755 "$work"
+pids=()
+probes=()
+cleanup() {
+    for probe in "${probes[@]}"; do perf probe -q -d "$probe" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    scripts/pg.sh stop "$work/pg" 25632 >/dev/null 2>&1 || true
+    sleep 0.3
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+NGINX_PORT=18380 UPSTREAM_PORT=18381 TG_PORT=18390 MOCK_PORT=18391
+
+database_url=$(bench_database "$work" 25632)
+reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { return 404; }"
+start_provider "$work" $MOCK_PORT
+cat >"$work/tokengate.yaml" <<YAML
+server: { host: 127.0.0.1, port: $TG_PORT, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0 }
+database: { url: "$database_url", pool_size: 4 }
+log: { level: warning, access_log: false }
+encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$(openssl rand -base64 32)" }] }
+clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
+providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$MOCK_PORT", client_id: tokengate, client_secret: secret }]
+upstreams:
+  - { name: bench, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, max_connections: 64 }
+YAML
+start_tokengate "$work" $TG_PORT
+token=$(login_token $TG_PORT)
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/bench/hello")
+[ "$code" = 200 ] || { echo "bench: warm-up call answered $code" >&2; exit 1; }
+
+# The libraries TokenGate loaded, and a probe on each counted function (named after it).
+library() { awk -v name="$1" '$6 ~ name { print $6; exit }' "/proc/$tg_pid/maps"; }
+libc=$(library '/libc\.so')
+swift_core=$(library '/libswiftCore\.so')
+events=()
+add_probe() {
+    local binary=$1 function=$2 event
+    event="tokengate_counts:$function"
+    perf probe -q -d "$event" 2>/dev/null || true
+    # -f: another probe may already sit on the same address.
+    perf probe -q -f -x "$binary" -a "$event=$function" >/dev/null
+    probes+=("$event")
+    events+=(-e "$event")
+}
+add_probe "$libc" malloc
+for function in swift_allocObject swift_retain swift_release; do add_probe "$swift_core" "$function"; done
+
+count() {
+    local name=$1 url=$2 requests
+    shift 2
+    wrk -t1 -c4 -d1s "$@" "$url" >/dev/null
+    perf stat -x, "${events[@]}" -p "$tg_pid" -o "$work/stat" -- sleep $((seconds + 1)) &
+    local stat=$!
+    sleep 0.3
+    requests=$(wrk -t1 -c4 -d"${seconds}s" "$@" "$url" | awk '/requests in/ { print $1 }')
+    while kill -0 "$stat" 2>/dev/null; do sleep 0.2; done
+    awk -F, -v name="$name" -v n="$requests" '$3 ~ /tokengate_counts:/ {
+        split($3, parts, ":"); counts = counts sprintf("  %s %.1f", parts[2], $1 / n) }
+        END { printf "%-8s %8d requests %s\n", name, n, counts }' "$work/stat"
+}
+echo "per request, wrk -t1 -c4 for ${seconds}s"
+count cached "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token"
+count healthz "http://127.0.0.1:$TG_PORT/healthz"
