@@ -354,8 +354,7 @@ struct TimerHeap {
     /// Puts `timer` where its (new) deadline belongs: moved in place if it is in the heap,
     /// added if not.
     mutating func move(_ timer: EventLoopTimer) {
-        let index = timer.heapIndex
-        guard index >= 0, index < items.count, items[index].timer.toOpaque() == Unmanaged.passUnretained(timer).toOpaque() else {
+        guard let index = position(of: timer) else {
             push(timer)
             return
         }
@@ -372,10 +371,7 @@ struct TimerHeap {
 
     /// Removes `timer` if it is in the heap.
     mutating func remove(_ timer: EventLoopTimer) {
-        let index = timer.heapIndex
-        guard index >= 0, index < items.count, items[index].timer.toOpaque() == Unmanaged.passUnretained(timer).toOpaque() else {
-            return
-        }
+        guard let index = position(of: timer) else { return }
         timer.heapIndex = -1
         let last = items.removeLast()
         if index < items.count {
@@ -384,6 +380,15 @@ struct TimerHeap {
             siftDown(siftUp(index))
         }
         Unmanaged.passUnretained(timer).release()
+    }
+
+    /// Where `timer` is in the heap, if it is.
+    private func position(of timer: EventLoopTimer) -> Int? {
+        let index = timer.heapIndex
+        guard index >= 0, index < items.count, items[index].timer.toOpaque() == Unmanaged.passUnretained(timer).toOpaque() else {
+            return nil
+        }
+        return index
     }
 
     /// Empties the heap (the loop ended): every timer's reference is given back.
