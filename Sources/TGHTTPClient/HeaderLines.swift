@@ -47,7 +47,7 @@ public struct HeaderLines: Sendable {
         let appended = name.utf8.withContiguousStorageIfAvailable { name in
             value.utf8.withContiguousStorageIfAvailable { value in append(name: name, value: value) }
         }
-        if let appended, let appended { return appended }
+        if case .some(.some(let appended)) = appended { return appended }
         var name = name
         var value = value
         return name.withUTF8 { name in value.withUTF8 { value in append(name: name, value: value) } }

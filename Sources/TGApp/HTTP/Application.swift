@@ -110,7 +110,7 @@ public final class Application: Sendable {
             // A relayed answer's fields are raw bytes (the upstream's own id was dropped): the id
             // joins them instead of making an `HTTPFields` for one field.
             response.rawHeaderFields.append(name: Self.requestIDField.rawName, value: requestID)
-        } else if response.headerFields[Self.requestIDField] == nil {
+        } else if response.headerFields.first(Self.requestIDField) == nil {
             // Appended (the subscript's setter would first look for fields to replace, then insert).
             response.headerFields.append(HTTPField(name: Self.requestIDField, value: requestID))
         } else {
