@@ -26,11 +26,7 @@ pids=()
 probes=()
 cleanup() {
     for probe in "${probes[@]}"; do perf probe -q -d "$probe" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-    scripts/pg.sh stop "$work/pg" 25632 >/dev/null 2>&1 || true
-    sleep 0.3
-    rm -rf "$work"
+    stop_bench "$work" 25632
 }
 trap cleanup EXIT
 

@@ -93,3 +93,13 @@ login_token() {
     python3 scripts/mock_login.py "http://127.0.0.1:$1" bench-app com.example.app:/cb alice \
         | python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])'
 }
+
+# stop_bench WORK PG_PORT: what a script's EXIT trap does: stops the processes in `pids`, an nginx
+# started in WORK, the PostgreSQL of WORK/pg on PG_PORT, and removes WORK.
+stop_bench() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    [ -f "$1/nginx.pid" ] && kill "$(cat "$1/nginx.pid")" 2>/dev/null || true
+    scripts/pg.sh stop "$1/pg" "$2" >/dev/null 2>&1 || true
+    sleep 0.3
+    rm -rf "$1"
+}

@@ -43,11 +43,7 @@ work=$(mktemp -d /tmp/tokengate-bench-proxy.XXXXXX)
 chmod 755 "$work"
 pids=()
 cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-    scripts/pg.sh stop "$work/pg" 25432 >/dev/null 2>&1 || true
-    sleep 0.3
-    rm -rf "$work"
+    stop_bench "$work" 25432
 }
 trap cleanup EXIT
 

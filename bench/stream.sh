@@ -26,10 +26,7 @@ work=$(mktemp -d /tmp/tokengate-bench-stream.XXXXXX)
 chmod 755 "$work"
 pids=()
 cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    scripts/pg.sh stop "$work/pg" 25532 >/dev/null 2>&1 || true
-    sleep 0.3
-    rm -rf "$work"
+    stop_bench "$work" 25532
 }
 trap cleanup EXIT
 
