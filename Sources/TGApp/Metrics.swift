@@ -19,13 +19,8 @@ public final class TokenGateMetrics: Sendable {
     private let requestMetrics = (0..<16).map { _ in RequestMetricsShard() }
 
     final class RequestMetricsShard: Sendable {
-        let known = Mutex<[RequestKey: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]>([:])
-    }
-
-    struct RequestKey: Hashable {
-        var route: String
-        var method: String
-        var status: Int
+        /// By ``requestKey(route:method:status:)``: an integer, hashed without reading a string.
+        let known = Mutex<[Int: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]>([:])
     }
 
     /// Proxied calls by the path that answered them: `loop` (session and upstream token from
@@ -50,23 +45,35 @@ public final class TokenGateMetrics: Sendable {
     /// The domain's view of the same registry.
     public var auth: AuthMetrics { AuthMetrics(factory: factory) }
 
-    /// Methods that get a label of their own; anything else is `other` (label sets stay bounded
-    /// whatever clients send).
-    static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    /// Methods that get a label of their own, by number; anything else is `other` (0): label sets
+    /// stay bounded whatever clients send.
+    static let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete, .options]
+
+    static func methodNumber(_ method: HTTPRequest.Method) -> Int {
+        methods.firstIndex(of: method).map { $0 + 1 } ?? 0
+    }
+
+    /// Route, method and status as one integer (a status outside 0...4095 is clamped; HTTP has
+    /// three digits).
+    static func requestKey(route: RouteName, method: Int, status: Int) -> Int {
+        route.id << 16 | method << 12 | min(max(status, 0), 4095)
+    }
 
     /// One answered request: by route pattern (`-` when none matched), method and status; its
     /// time to the response head.
-    func request(route: String, method: String, status: Int, duration: Duration, shard: Int = 0) {
-        let key = RequestKey(route: route, method: Self.methods.contains(method) ? method : "other", status: status)
+    func request(route: RouteName, method: HTTPRequest.Method, status: Int, duration: Duration, shard: Int = 0) {
+        let methodNumber = Self.methodNumber(method)
+        let key = Self.requestKey(route: route, method: methodNumber, status: status)
         let metrics = requestMetrics[shard & (requestMetrics.count - 1)].known.withLock { known in
             if let metrics = known[key] { return metrics }
+            let label = methodNumber == 0 ? "other" : Self.methods[methodNumber - 1].rawValue
             let made = (
                 counter: CoreMetrics.Counter(
                     label: "tokengate_http_requests_total",
-                    dimensions: [("route", key.route), ("method", key.method), ("status", String(key.status))],
+                    dimensions: [("route", route.pattern), ("method", label), ("status", String(status))],
                     factory: factory
                 ),
-                timer: CoreMetrics.Timer(label: "tokengate_http_request_duration_seconds", dimensions: [("route", key.route)], factory: factory)
+                timer: CoreMetrics.Timer(label: "tokengate_http_request_duration_seconds", dimensions: [("route", route.pattern)], factory: factory)
             )
             known[key] = made
             return made

@@ -273,7 +273,11 @@ extension HTTPServer {
             MHD_ValueKind.HEADER_KIND,
             { raw, _, key, keySize, value, valueSize in
                 let context = Unmanaged<RequestContext>.fromOpaque(raw!).takeUnretainedValue()
-                guard let key, let name = HTTPField.Name(HTTPServer.string(key, keySize)) else { return MHD_Result.YES }
+                guard let key else { return MHD_Result.YES }
+                let nameBytes = UnsafeRawBufferPointer(start: key, count: keySize)
+                guard let name = HTTPServer.commonName(nameBytes) ?? HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) else {
+                    return MHD_Result.YES
+                }
                 let text = value.map { HTTPServer.string($0, valueSize) } ?? ""
                 if name == .contentLength {
                     context.contentLength = Int(text)
@@ -285,6 +289,24 @@ extension HTTPServer {
             },
             raw
         )
+    }
+
+    /// Names most requests carry, found by their bytes in any case: the common head makes no name
+    /// string (`HTTPField.Name.init` checks and lowercases a copy of each).
+    private static let commonNames: [(bytes: [UInt8], name: HTTPField.Name)] = [
+        HTTPServer.hostField, .authorization, .userAgent, .accept, .acceptEncoding, .acceptLanguage, .contentType,
+        .contentLength, .connection, .cookie, .transferEncoding, .cacheControl, .ifNoneMatch, .origin, .referer,
+    ].map { (Array($0.canonicalName.utf8), $0) }
+
+    static func commonName(_ bytes: UnsafeRawBufferPointer) -> HTTPField.Name? {
+        candidates: for candidate in commonNames where candidate.bytes.count == bytes.count {
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                if ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) != candidate.bytes[index] { continue candidates }
+            }
+            return candidate.name
+        }
+        return nil
     }
 
     /// The common methods without building and validating a string; others through HTTPTypes.

@@ -53,16 +53,16 @@ public final class Application: Sendable {
         )
         switch router.match(request.head.method, path: request.path) {
         case .notFound:
-            return .response(finish(Problem.notFound().response(), request, info, "-", started))
+            return .response(finish(Problem.notFound().response(), request, info, .unmatched, started))
         case .methodNotAllowed(let allowed):
-            return .response(finish(Problem.methodNotAllowed(allowed).response(), request, info, "-", started))
+            return .response(finish(Problem.methodNotAllowed(allowed).response(), request, info, .unmatched, started))
         case .found(let route, let parameters):
             info.parameters = parameters
             switch route.handler {
             case .sync(let handler):
-                return .response(finish(handler(request, info), request, info, route.pattern, started))
+                return .response(finish(handler(request, info), request, info, route.name, started))
             case .loop(let handler):
-                let call = LoopCall(app: self, handler: handler, request: request, info: info, route: route.pattern, started: started)
+                let call = LoopCall(app: self, handler: handler, request: request, info: info, route: route.name, started: started)
                 return .deferred { [call] responder in call.start(responder) }
             case .async(let handler):
                 return .async { [info] request in
@@ -72,7 +72,7 @@ public final class Application: Sendable {
                     } catch {
                         response = self.answer(error, requestID: info.requestID, route: route.pattern)
                     }
-                    return self.finish(response, request, info, route.pattern, started)
+                    return self.finish(response, request, info, route.name, started)
                 }
             }
         }
@@ -101,7 +101,7 @@ public final class Application: Sendable {
         _ response: ServerResponse,
         _ request: ServerRequest,
         _ info: RequestInfo,
-        _ route: String,
+        _ route: RouteName,
         _ started: ContinuousClock.Instant
     ) -> ServerResponse {
         var response = response
@@ -120,7 +120,7 @@ public final class Application: Sendable {
         let elapsed = ContinuousClock.now - started
         metrics?.request(
             route: route,
-            method: request.head.method.rawValue,
+            method: request.head.method,
             status: response.status.code,
             duration: elapsed,
             shard: request.loop?.index ?? 0
@@ -131,7 +131,7 @@ public final class Application: Sendable {
                 "request",
                 metadata: [
                     "request_id": .string(requestID), "method": .string(request.head.method.rawValue),
-                    "route": .string(route), "status": .stringConvertible(response.status.code),
+                    "route": .string(route.pattern), "status": .stringConvertible(response.status.code),
                     "duration_ms": .stringConvertible((millis * 1000).rounded() / 1000),
                     "remote": .string(info.clientAddress ?? "-"),
                 ]
@@ -188,7 +188,7 @@ final class LoopCall: Sendable {
     let handler: @Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void
     let request: ServerRequest
     let info: RequestInfo
-    let route: String
+    let route: RouteName
     let started: ContinuousClock.Instant
 
     init(
@@ -196,7 +196,7 @@ final class LoopCall: Sendable {
         handler: @escaping @Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void,
         request: ServerRequest,
         info: RequestInfo,
-        route: String,
+        route: RouteName,
         started: ContinuousClock.Instant
     ) {
         self.app = app
@@ -216,7 +216,7 @@ final class LoopCall: Sendable {
         let response: ServerResponse
         switch result {
         case .success(let answer): response = answer
-        case .failure(let error): response = app.answer(error, requestID: info.requestID, route: route)
+        case .failure(let error): response = app.answer(error, requestID: info.requestID, route: route.pattern)
         }
         responder.respond(app.finish(response, request, info, route, started))
     }

@@ -1,4 +1,5 @@
 public import HTTPTypes
+import Synchronization
 public import TGHTTPServer
 
 /// What a route handler is given besides the request.
@@ -48,6 +49,16 @@ public struct RouteParameters: Sendable, Equatable, ExpressibleByDictionaryLiter
     }
 }
 
+/// A route's pattern (its label in metrics and logs) and a number the router gave it: the request
+/// metrics find a route's counters by that number instead of hashing the pattern on every call.
+public struct RouteName: Sendable {
+    public let pattern: String
+    let id: Int
+
+    /// No route matched (`-`).
+    static let unmatched = RouteName(pattern: "-", id: 0)
+}
+
 /// Maps method and path to a handler. Literal paths are found by hashing; patterns with `{name}`
 /// segments or a trailing `**` are tried in the order they were added.
 public struct Router: Sendable {
@@ -61,8 +72,9 @@ public struct Router: Sendable {
 
     struct Route: Sendable {
         var method: HTTPRequest.Method
-        var pattern: String
+        var name: RouteName
         var handler: Handler
+        var pattern: String { name.pattern }
     }
 
     /// One segment of a pattern.
@@ -87,6 +99,10 @@ public struct Router: Sendable {
     private var literalLengths: UInt64 = 0
     private var patterns: [Pattern] = []
 
+    /// Route numbers are unique in the process: two routers (tests build many) never give one
+    /// number to two patterns that might share a metrics registry.
+    private static let routeNumbers = Atomic<Int>(0)
+
     public init() {}
 
     /// Every route as (method, pattern), sorted: what `openapi.yaml` must describe.
@@ -99,7 +115,8 @@ public struct Router: Sendable {
     /// Adds a route. `pattern` is a path such as `/auth/token`, `/auth/accounts/{id}` or
     /// `/api/{upstream}/**`.
     public mutating func add(_ method: HTTPRequest.Method, _ pattern: String, _ handler: Handler) {
-        let route = Route(method: method, pattern: pattern, handler: handler)
+        let number = Self.routeNumbers.add(1, ordering: .relaxed).newValue
+        let route = Route(method: method, name: RouteName(pattern: pattern, id: number), handler: handler)
         let segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { segment -> Segment in
             if segment == "**" { return .rest }
             if segment.hasPrefix("{"), segment.hasSuffix("}") { return .parameter(String(segment.dropFirst().dropLast())) }
