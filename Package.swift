@@ -134,7 +134,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strictSettings
+            swiftSettings: strictSettings,
+            // Release builds allocate with mimalloc (Debian's libmimalloc2.0), which replaces
+            // malloc for the whole process, libcurl and libmicrohttpd included: 3 % less CPU per
+            // proxied call and 10 % less peak memory under a burst than glibc's (README,
+            // "Performance"). Debug and sanitizer builds keep glibc's.
+            linkerSettings: [.linkedLibrary("mimalloc", .when(platforms: [.linux], configuration: .release))]
         ),
 
         // Load-test target for bench/ (not shipped): the server wrapper with fixed handlers.

@@ -2,7 +2,7 @@
 # Installs the Debian packages TokenGate builds, tests and runs with, when missing.
 set -euo pipefail
 # nginx and openssl: the test that runs deploy/nginx/tokengate.conf in front of TokenGate.
-packages=(pkg-config libmicrohttpd-dev libcurl4-openssl-dev libpq-dev libssl-dev
+packages=(pkg-config libmicrohttpd-dev libcurl4-openssl-dev libpq-dev libssl-dev libmimalloc-dev
           postgresql postgresql-contrib curl nginx openssl ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do

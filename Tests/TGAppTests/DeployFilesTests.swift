@@ -109,4 +109,14 @@ import Yams
         #expect(runtime.contains("STOPSIGNAL SIGTERM"))
         #expect(runtime.contains { $0.hasPrefix("COPY --from=build ") })
     }
+
+    /// The release binary links these shared libraries (mimalloc only in release builds:
+    /// Package.swift); an image without one of them would not start.
+    @Test func theContainerImageInstallsEveryLibraryTheReleaseBinaryLinks() throws {
+        let file = try Self.text("container/Containerfile").split(separator: "\n").map(String.init)
+        let runtime = file[(file.lastIndex { $0.hasPrefix("FROM ") } ?? 0)...].joined(separator: "\n")
+        for package in ["libmicrohttpd12", "libcurl4", "libpq5", "libssl3", "libmimalloc2.0"] {
+            #expect(runtime.contains(" \(package) "), "the runtime stage lacks \(package)")
+        }
+    }
 }
