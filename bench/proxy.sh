@@ -35,7 +35,12 @@ EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
 ulimit -n "$(ulimit -Hn)"
 
 swift build -c release --product tokengate >/dev/null
-cc -O2 -o "${TMPDIR:-/tmp}/tokengate-proxy-floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread
+# The floor allocates with what TokenGate's release build links (mimalloc, Package.swift), so the
+# allocator is no part of the ratio; FLOOR_MALLOC=glibc builds it with glibc's instead.
+floor_malloc=${FLOOR_MALLOC:-mimalloc}
+floor_libs=(-lmicrohttpd -lcurl -lpthread)
+[ "$floor_malloc" = glibc ] || floor_libs+=(-lmimalloc)
+cc -O2 -o "${TMPDIR:-/tmp}/tokengate-proxy-floor" bench/floor/proxy_floor.c "${floor_libs[@]}"
 swift build -c release --product tokengate-bench-server >/dev/null
 bindir=$(swift build -c release --show-bin-path)
 
@@ -114,7 +119,7 @@ done
 t_rps=$(col "$work/t" 1) t_p99=$(col "$work/t" 2) t_cpu=$(col "$work/t" 3) n_rps=$(col "$work/n" 1) n_p99=$(col "$work/n" 2)
 f_rps=$(col "$work/f" 1) f_p99=$(col "$work/f" 2) f_cpu=$(col "$work/f" 3)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
-echo "loops: tokengate one per core (server.threads; libmicrohttpd and a libcurl client per API on each); C floor $floor_loops; nginx worker_processes auto ($(nproc) cores). Medians of $rounds rounds of ${duration}s, wrk -t2 -c$connections."
+echo "loops: tokengate one per core (server.threads; libmicrohttpd and a libcurl client per API on each); C floor $floor_loops (malloc: $floor_malloc; tokengate: mimalloc); nginx worker_processes auto ($(nproc) cores). Medians of $rounds rounds of ${duration}s, wrk -t2 -c$connections."
 printf '%-8s %10s %8s %10s %8s %7s %7s  %s\n' target req/s p99_ms cpu_us/req rps_x p99_x cpu_x errors
 printf '%-8s %10.0f %8.3f %10s %8s %7s %7s  %s\n' nginx "$n_rps" "$n_p99" - 1.00 1.00 - -
 printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' floor "$f_rps" "$f_p99" "$f_cpu" "$(ratio "$f_rps" "$n_rps")" "$(ratio "$f_p99" "$n_p99")" 1.00 -
