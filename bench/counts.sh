@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Per-request counts that do not drift with the machine's speed: glibc `malloc`, Swift objects
-# allocated (`swift_allocObject`), `swift_retain` and `swift_release`, for a cached proxied call
-# (`GET /api/bench/hello`) and for `/healthz`, taken with uprobes (perf) on a real release
+# Per-request counts that do not drift with the machine's speed: `malloc` (mimalloc's, which the
+# release build links; glibc's if it is not loaded), Swift objects allocated (`swift_allocObject`),
+# `swift_retain` and `swift_release`, for a cached proxied call (`GET /api/bench/hello`) and for
+# `/healthz`, taken with uprobes (perf) on a real release
 # `tokengate serve`. Timing on this machine drifts by more than 10 % between runs; these counts
 # move only when the code does, so they show a change that time cannot (README, "Performance").
 #
@@ -52,7 +53,9 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" 
 
 # The libraries TokenGate loaded, and a probe on each counted function (named after it).
 library() { awk -v name="$1" '$6 ~ name { print $6; exit }' "/proc/$tg_pid/maps"; }
-libc=$(library '/libc\.so')
+# The allocator the release build links (mimalloc, Package.swift) if loaded, else glibc's.
+allocator=$(library '/libmimalloc\.so')
+[ -n "$allocator" ] || allocator=$(library '/libc\.so')
 swift_core=$(library '/libswiftCore\.so')
 events=()
 add_probe() {
@@ -64,7 +67,7 @@ add_probe() {
     probes+=("$event")
     events+=(-e "$event")
 }
-add_probe "$libc" malloc
+add_probe "$allocator" malloc
 for function in swift_allocObject swift_retain swift_release; do add_probe "$swift_core" "$function"; done
 
 count() {

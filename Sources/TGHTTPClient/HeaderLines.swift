@@ -54,7 +54,7 @@ public struct HeaderLines: Sendable {
     }
 
     @discardableResult
-    mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
+    public mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
         guard !name.isEmpty, name.allSatisfy(Self.isTokenByte),
             Self.isSafeValue(value),
             !Self.named(name, "content-length"), !Self.named(name, "transfer-encoding"), !Self.named(name, "expect")

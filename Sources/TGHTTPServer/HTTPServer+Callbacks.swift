@@ -138,10 +138,10 @@ extension HTTPServer {
                 context.stage = .rejected
                 return queue(Self.bodyTooLarge, on: connection, daemon: context.daemon)
             }
-            if let entry = context.connectionEntry, (context.contentLength ?? 0) > 0 || context.headerFields[.transferEncoding] != nil {
+            if let entry = context.connectionEntry, (context.contentLength ?? 0) > 0 || context.fields.contains(.transferEncoding) {
                 entry.bodyStarted()
             }
-            if let limits, limits.streams(contentLength: context.contentLength, fields: context.headerFields) {
+            if let limits, limits.streams(contentLength: context.contentLength, fields: context.fields) {
                 return dispatchStreaming(context, connection: connection)
             }
             return MHD_Result.YES
@@ -195,14 +195,14 @@ extension HTTPServer {
     }
 
     private func dispatch(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
-        let head = HTTPRequest(
+        var request = ServerRequest(
             method: context.method,
-            scheme: "http",
             authority: context.host,
-            path: context.target,
-            headerFields: context.headerFields
+            target: context.target,
+            fields: context.fields,
+            body: context.body,
+            peer: PeerAddress(CShims_MHD_client_address(connection))
         )
-        var request = ServerRequest(head: head, body: context.body, peer: PeerAddress(CShims_MHD_client_address(connection)))
         request.loop = context.daemon.loop
         context.body = []
         switch handler(request) {
@@ -266,47 +266,24 @@ extension HTTPServer {
 
     private func collectHeaders(_ connection: OpaquePointer, into context: RequestContext) {
         let raw = Unmanaged.passUnretained(context).toOpaque()
-        // One allocation for the list instead of growing it header by header.
-        context.headerFields.reserveCapacity(Int(MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, nil, nil)))
         _ = MHD_get_connection_values_n(
             connection,
             MHD_ValueKind.HEADER_KIND,
             { raw, _, key, keySize, value, valueSize in
                 let context = Unmanaged<RequestContext>.fromOpaque(raw!).takeUnretainedValue()
                 guard let key else { return MHD_Result.YES }
-                let nameBytes = UnsafeRawBufferPointer(start: key, count: keySize)
-                guard let name = HTTPServer.commonName(nameBytes) ?? HTTPField.Name(String(decoding: nameBytes, as: UTF8.self)) else {
-                    return MHD_Result.YES
+                let name = UnsafeRawBufferPointer(start: key, count: keySize)
+                let value = UnsafeRawBufferPointer(start: value, count: value == nil ? 0 : valueSize)
+                guard context.fields.append(name: name, value: value) else { return MHD_Result.YES }
+                if RequestFields.equalsIgnoringCase(name, "content-length") {
+                    context.contentLength = Int(String(decoding: value, as: UTF8.self))
+                } else if RequestFields.equalsIgnoringCase(name, "host") {
+                    context.host = String(decoding: value, as: UTF8.self)
                 }
-                let text = value.map { HTTPServer.string($0, valueSize) } ?? ""
-                if name == .contentLength {
-                    context.contentLength = Int(text)
-                } else if name == HTTPServer.hostField {
-                    context.host = text
-                }
-                context.headerFields.append(HTTPField(name: name, value: text))
                 return MHD_Result.YES
             },
             raw
         )
-    }
-
-    /// Names most requests carry, found by their bytes in any case: the common head makes no name
-    /// string (`HTTPField.Name.init` checks and lowercases a copy of each).
-    private static let commonNames: [(bytes: [UInt8], name: HTTPField.Name)] = [
-        HTTPServer.hostField, .authorization, .userAgent, .accept, .acceptEncoding, .acceptLanguage, .contentType,
-        .contentLength, .connection, .cookie, .transferEncoding, .cacheControl, .ifNoneMatch, .origin, .referer,
-    ].map { (Array($0.canonicalName.utf8), $0) }
-
-    static func commonName(_ bytes: UnsafeRawBufferPointer) -> HTTPField.Name? {
-        candidates: for candidate in commonNames where candidate.bytes.count == bytes.count {
-            for index in 0..<bytes.count {
-                let byte = bytes[index]
-                if ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) != candidate.bytes[index] { continue candidates }
-            }
-            return candidate.name
-        }
-        return nil
     }
 
     /// The common methods without building and validating a string; others through HTTPTypes.

@@ -73,10 +73,10 @@ extension HTTPServer {
         }
 
         /// Whether a request with these fields streams its body.
-        func streams(contentLength: Int?, fields: HTTPFields) -> Bool {
+        func streams(contentLength: Int?, fields: RequestFields) -> Bool {
             guard streamsBody else { return false }
             if let contentLength { return contentLength > buffersBodiesUpTo }
-            return fields[.transferEncoding] != nil
+            return fields.contains(.transferEncoding)
         }
     }
 

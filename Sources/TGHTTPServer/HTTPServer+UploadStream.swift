@@ -17,17 +17,14 @@ extension HTTPServer {
         let lock = lock(for: context)
         let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon, entry: context.connectionEntry)
         var request = ServerRequest(
-            head: HTTPRequest(
-                method: context.method,
-                scheme: "http",
-                authority: context.host,
-                path: context.target,
-                headerFields: context.headerFields
-            ),
+            method: context.method,
+            authority: context.host,
+            target: context.target,
+            fields: context.fields,
             body: [],
-            peer: PeerAddress(CShims_MHD_client_address(connection)),
-            bodyStream: ServerRequestBody(stream: stream)
+            peer: PeerAddress(CShims_MHD_client_address(connection))
         )
+        request.bodyStream = ServerRequestBody(stream: stream)
         request.loop = context.daemon.loop
         lock.withLock {
             context.bodyStream = stream

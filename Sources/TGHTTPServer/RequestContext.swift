@@ -11,7 +11,7 @@ import Synchronization
 /// global concurrent executor, so no loop thread ever waits on a handler's I/O.
 final class RequestContext: TaskExecutor, @unchecked Sendable {
     // Invariants:
-    // - `stage`, `head`, `headerFields`, `body` are touched only on the connection's loop thread
+    // - `stage`, `fields`, `body` are touched only on the connection's loop thread
     //   (MHD calls a connection's callbacks on one thread at a time).
     // - `bridge`, `task`, `connection`, `deadline` (once a handler task exists) and `bodyStream`
     //   are touched only with the server's lock for this context held (see `HTTPServer.lock(for:)`);
@@ -37,7 +37,7 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var connection: OpaquePointer?
     var stage: Stage = .new
     var method: HTTPRequest.Method = .get
-    var headerFields = HTTPFields()
+    var fields = RequestFields()
     var host: String?
     var contentLength: Int?
     /// This request's limits (the configuration's, or the ones it chose for this path).

@@ -4,9 +4,13 @@ public import TGEventLoop
 /// A request as the server received it: the head, the whole body (at most the configured size)
 /// or, for a route that streams its body, the body as it arrives; and the peer's address.
 public struct ServerRequest: Sendable {
-    /// Method, scheme, authority (the `Host` header) and the raw request target (path and query,
-    /// exactly as sent: nothing is unescaped).
-    public var head: HTTPRequest
+    public var method: HTTPRequest.Method
+    /// The `Host` header, if any.
+    public var authority: String?
+    /// The raw request target (path and query, exactly as sent: nothing is unescaped).
+    public var target: String
+    /// The header fields, as bytes (see ``RequestFields``).
+    public var fields: RequestFields
     /// The request body, complete. Its size never exceeds `HTTPServer.Configuration.maxBodySize`.
     /// Empty when the body streams (see ``bodyStream``).
     public var body: [UInt8]
@@ -20,16 +24,34 @@ public struct ServerRequest: Sendable {
     public var loop: EventLoop?
 
     public init(head: HTTPRequest, body: [UInt8] = [], remoteAddress: String? = nil) {
-        self.head = head
+        method = head.method
+        authority = head.authority
+        target = head.path ?? "/"
+        fields = RequestFields(head.headerFields)
         self.body = body
         self.peer = remoteAddress.map(PeerAddress.text) ?? .unknown
     }
 
-    init(head: HTTPRequest, body: [UInt8], peer: PeerAddress, bodyStream: ServerRequestBody? = nil) {
-        self.head = head
+    init(method: HTTPRequest.Method, authority: String?, target: String, fields: RequestFields, body: [UInt8], peer: PeerAddress) {
+        self.method = method
+        self.authority = authority
+        self.target = target
+        self.fields = fields
         self.body = body
         self.peer = peer
-        self.bodyStream = bodyStream
+    }
+
+    /// Method, scheme (`http`), authority (the `Host` header), the raw request target and the
+    /// header fields as HTTPTypes has them: built on each read (the server keeps the fields as
+    /// bytes; see ``fields``), taken apart on each write.
+    public var head: HTTPRequest {
+        get { HTTPRequest(method: method, scheme: "http", authority: authority, path: target, headerFields: fields.httpFields) }
+        set {
+            method = newValue.method
+            authority = newValue.authority
+            target = newValue.path ?? "/"
+            fields = RequestFields(newValue.headerFields)
+        }
     }
 
     /// The TCP peer's IP address as text (`127.0.0.1`, `::1`), or nil if unknown.
@@ -40,14 +62,12 @@ public struct ServerRequest: Sendable {
 
     /// The path without the query, still percent-encoded as sent.
     public var path: Substring {
-        let target = head.path ?? "/"
         guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target[...] }
         return target[..<mark]
     }
 
     /// The raw query string after `?`, or nil when there is none.
     public var rawQuery: Substring? {
-        let target = head.path ?? "/"
         guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
         return target[target.utf8.index(after: mark)...]
     }
@@ -67,7 +87,7 @@ public struct ServerRequest: Sendable {
     /// Cookies from every `Cookie` header, in order. Values are returned as sent.
     public var cookies: [(name: String, value: String)] {
         var result: [(name: String, value: String)] = []
-        for header in head.headerFields[values: .cookie] {
+        for header in fields.values(.cookie) {
             for pair in header.split(separator: ";") {
                 let trimmed = pair.drop { $0 == " " }
                 guard let equals = trimmed.firstIndex(of: "=") else { continue }

@@ -72,8 +72,8 @@ clientConfiguration.maxConnectionsPerHost = 64
 let client = HTTPClient(configuration: clientConfiguration)
 
 @Sendable func forward(_ request: ServerRequest) async -> ServerResponse {
-    let target = String(request.head.path?.dropFirst("/proxy".count) ?? "/")
-    var outgoing = HTTPRequest(method: request.head.method, scheme: "http", authority: upstream, path: target)
+    let target = String(request.target.dropFirst("/proxy".count))
+    var outgoing = HTTPRequest(method: request.method, scheme: "http", authority: upstream, path: target)
     outgoing.headerFields[.authorization] = "Bearer upstream-token"
     do {
         let response = try await client.send(outgoing, timeout: .seconds(10))

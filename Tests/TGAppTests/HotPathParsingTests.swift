@@ -81,8 +81,8 @@ import Testing
         ]
         let extra: HTTPFields = [HTTPField.Name("X-Configured")!: "from the configuration"]
         let forwarding = ProxyHeaders.Forwarding(clientAddress: "10.0.0.7", proto: "https", host: "gate.example", requestID: "r-1")
-        let fields = ProxyHeaders.request(incoming, token: "upstream-token", forwarding: forwarding, extra: extra)
-        let lines = ProxyHeaders.requestLines(incoming, token: "upstream-token", forwarding: forwarding, extra: extra)
+        let fields = ProxyHeaders.request(RequestFields(incoming), token: "upstream-token", forwarding: forwarding, extra: extra)
+        let lines = ProxyHeaders.requestLines(RequestFields(incoming), token: "upstream-token", forwarding: forwarding, extra: extra)
         var sent: [String] = []
         lines.forEachLine { sent.append(String(cString: $0)) }
         #expect(sent == fields.map { "\($0.name.rawName): \($0.value)" })

@@ -22,7 +22,7 @@ enum AuthRoutes {
             }
         )
         let callback: Router.Handler = .async { request, _ in
-            let parameters = request.head.method == .post ? try formParameters(request) : request.queryItems
+            let parameters = request.method == .post ? try formParameters(request) : request.queryItems
             return redirect(to: try await service.completeLogin(CallbackParameters(parameters: parameters)))
         }
         router.add(.get, "/auth/callback", callback)
@@ -131,7 +131,7 @@ enum AuthRoutes {
     /// ``bearer(_:)`` as a slice of the header, not copied (the cached proxy path only hashes it).
     static func bearerToken(_ request: ServerRequest) throws -> Substring {
         // On the bytes: this runs on every proxied call.
-        guard let header = request.head.headerFields.first(.authorization)?.utf8, header.count > 7,
+        guard let header = request.fields.first(.authorization)?.utf8, header.count > 7,
             zip(header.prefix(7), "bearer ".utf8).allSatisfy({ (0x41...0x5A).contains($0) ? $0 | 0x20 == $1 : $0 == $1 })
         else {
             throw AuthProblem(.invalidToken, "Send the TokenGate access token as Authorization: Bearer <token>.")
@@ -144,7 +144,7 @@ enum AuthRoutes {
 
     /// The body's `application/x-www-form-urlencoded` parameters.
     static func formParameters(_ request: ServerRequest) throws -> [(name: String, value: String)] {
-        let type = request.head.headerFields[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+        let type = request.fields.first(.contentType)?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
         guard type?.lowercased() == "application/x-www-form-urlencoded" else {
             throw AuthProblem(.invalidRequest, "Send the parameters as application/x-www-form-urlencoded.")
         }
@@ -170,7 +170,7 @@ enum AuthRoutes {
     }
 
     static func wantsJSON(_ request: ServerRequest) -> Bool {
-        request.head.headerFields[.accept]?.lowercased().contains("application/json") == true
+        request.fields.first(.accept)?.lowercased().contains("application/json") == true
     }
 
     // MARK: - Answers

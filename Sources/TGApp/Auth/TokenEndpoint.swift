@@ -64,7 +64,7 @@ enum TokenEndpoint {
 
     /// The form's parameters; each at most once (RFC 6749 §3.2).
     static func parameters(_ request: ServerRequest) throws(OAuthError) -> [String: String] {
-        let type = request.head.headerFields[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+        let type = request.fields.first(.contentType)?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
         guard type?.lowercased() == "application/x-www-form-urlencoded" else {
             throw OAuthError(.invalidRequest, "Send the parameters as application/x-www-form-urlencoded.")
         }

@@ -48,10 +48,10 @@ public final class Application: Sendable {
         let started = ContinuousClock.now
         // The client address is settled once: the handler, the metrics and the log all use it.
         var info = RequestInfo(
-            requestID: Self.requestID(from: request.head.headerFields.first(Self.requestIDField)),
+            requestID: Self.requestID(from: request.fields.first(Self.requestIDField)),
             clientAddress: clientAddress(request)
         )
-        switch router.match(request.head.method, path: request.path) {
+        switch router.match(request.method, path: request.path) {
         case .notFound:
             return .response(finish(Problem.notFound().response(), request, info, .unmatched, started))
         case .methodNotAllowed(let allowed):
@@ -120,7 +120,7 @@ public final class Application: Sendable {
         let elapsed = ContinuousClock.now - started
         metrics?.request(
             route: route,
-            method: request.head.method,
+            method: request.method,
             status: response.status.code,
             duration: elapsed,
             shard: request.loop?.index ?? 0
@@ -130,7 +130,7 @@ public final class Application: Sendable {
             logger.info(
                 "request",
                 metadata: [
-                    "request_id": .string(requestID), "method": .string(request.head.method.rawValue),
+                    "request_id": .string(requestID), "method": .string(request.method.rawValue),
                     "route": .string(route.pattern), "status": .stringConvertible(response.status.code),
                     "duration_ms": .stringConvertible((millis * 1000).rounded() / 1000),
                     "remote": .string(info.clientAddress ?? "-"),
@@ -142,7 +142,7 @@ public final class Application: Sendable {
 
     /// The client's address: the TCP peer, or what a trusted proxy in front says.
     func clientAddress(_ request: ServerRequest) -> String? {
-        trustedProxies.isEmpty ? request.remoteAddress : trustedProxies.clientAddress(peer: request.remoteAddress, fields: request.head.headerFields)
+        trustedProxies.isEmpty ? request.remoteAddress : trustedProxies.clientAddress(peer: request.remoteAddress, fields: request.fields)
     }
 
     /// A client-supplied id is kept when it is short and plain; otherwise a random one is made.

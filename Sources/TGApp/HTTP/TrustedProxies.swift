@@ -1,4 +1,5 @@
 public import HTTPTypes
+public import TGHTTPServer
 
 #if canImport(Glibc)
 import Glibc
@@ -47,11 +48,21 @@ public struct TrustedProxies: Sendable, Equatable {
 
     /// The client's address for a request from `peer` with these fields.
     public func clientAddress(peer: String?, fields: HTTPFields) -> String? {
+        clientAddress(peer: peer, forwardedFor: { fields[values: .xForwardedFor] }, forwarded: { fields[values: .forwarded] })
+    }
+
+    /// The same for a request's fields as the server keeps them.
+    public func clientAddress(peer: String?, fields: RequestFields) -> String? {
+        clientAddress(peer: peer, forwardedFor: { fields.values(.xForwardedFor) }, forwarded: { fields.values(.forwarded) })
+    }
+
+    /// `forwardedFor` and `forwarded` give the values of those fields, read only when `peer` is trusted.
+    private func clientAddress(peer: String?, forwardedFor: () -> [String], forwarded: () -> [String]) -> String? {
         guard !networks.isEmpty, let peer, isTrusted(peer) else { return peer }
-        let forwardedFor = fields[values: .xForwardedFor]
+        let forwardedFor = forwardedFor()
         let chain: [Substring] =
             forwardedFor.isEmpty
-            ? fields[values: .forwarded].flatMap(Self.forwardedFor)
+            ? forwarded().flatMap(Self.forwardedFor)
             : forwardedFor.flatMap { $0.split(separator: ",") }
         var client = peer
         for entry in chain.reversed() {

@@ -41,19 +41,22 @@ enum ProxyHeaders {
     /// configured ones (replacing the app's of the same name); then the upstream token and the
     /// forwarding fields.
     static func forEachRequestField(
-        _ incoming: HTTPFields,
+        _ incoming: RequestFields,
         token: String,
         forwarding: Forwarding,
         extra: HTTPFields,
         bearer: (String) -> Void,
+        relay: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Void,
         emit: (HTTPField.Name, String) -> Void
     ) {
         let dropped = droppedByConnection(incoming)
-        for field in incoming {
-            let name = field.name.canonicalName
-            if managed.contains(name) || (!dropped.isEmpty && dropped.contains(name)) || name.hasPrefix("x-tokengate-") { continue }
-            if !extra.isEmpty, extra.contains(field.name) { continue }
-            emit(field.name, field.value)
+        incoming.forEachField { name, value in
+            let canonical = lowercased(name)
+            if managed.contains(canonical) || (!dropped.isEmpty && dropped.contains(canonical)) || canonical.hasPrefix("x-tokengate-") {
+                return
+            }
+            if !extra.isEmpty, extra.contains(where: { $0.name.canonicalName == canonical }) { return }
+            relay(name, value)
         }
         for field in extra { emit(field.name, field.value) }
         // Managed names: none is left from the app or the configuration, so they are appended.
@@ -64,8 +67,19 @@ enum ProxyHeaders {
         emit(Application.requestIDField, forwarding.requestID)
     }
 
+    /// A field name in lowercase (most names fit a string without an allocation).
+    private static func lowercased(_ name: UnsafeBufferPointer<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: name.count) { buffer in
+            for index in 0..<name.count {
+                let byte = name[index]
+                buffer[index] = (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
+            }
+            return name.count
+        }
+    }
+
     /// The fields to send upstream (the async path).
-    static func request(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HTTPFields {
+    static func request(_ incoming: RequestFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HTTPFields {
         var fields = HTTPFields()
         forEachRequestField(
             incoming,
@@ -73,13 +87,18 @@ enum ProxyHeaders {
             forwarding: forwarding,
             extra: extra,
             bearer: { fields.append(HTTPField(name: .authorization, value: "Bearer \($0)")) },
+            relay: { name, value in
+                // The server kept only token names.
+                guard let name = HTTPField.Name(String(decoding: name, as: UTF8.self)) else { return }
+                fields.append(HTTPField(name: name, value: String(decoding: value, as: UTF8.self)))
+            },
             emit: { fields.append(HTTPField(name: $0, value: $1)) }
         )
         return fields
     }
 
     /// The same as libcurl's header lines (the cached path on the loop: no `HTTPFields` per call).
-    static func requestLines(_ incoming: HTTPFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HeaderLines {
+    static func requestLines(_ incoming: RequestFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HeaderLines {
         // Room for the token and a typical request's lines: one buffer, never grown.
         var lines = HeaderLines(capacity: 512 + token.utf8.count)
         forEachRequestField(
@@ -88,6 +107,7 @@ enum ProxyHeaders {
             forwarding: forwarding,
             extra: extra,
             bearer: { lines.appendBearer($0) },
+            relay: { lines.append(name: $0, value: $1) },
             emit: { lines.append(name: $0.rawName, value: $1) }
         )
         return lines
@@ -205,7 +225,15 @@ enum ProxyHeaders {
 
     /// Names listed in `Connection` (hop-by-hop by declaration).
     private static func droppedByConnection(_ fields: HTTPFields) -> Set<String> {
-        let values = fields[values: .connection]
+        droppedByConnection(fields[values: .connection])
+    }
+
+    private static func droppedByConnection(_ fields: RequestFields) -> Set<String> {
+        // Most requests have no `Connection` field: no array is made for them.
+        fields.contains(.connection) ? droppedByConnection(fields.values(.connection)) : []
+    }
+
+    private static func droppedByConnection(_ values: [String]) -> Set<String> {
         guard !values.isEmpty else { return [] }
         var names: Set<String> = []
         for value in values {

@@ -15,7 +15,7 @@ extension ProxyRoutes {
     func forwardFromLoop(_ request: ServerRequest, _ info: RequestInfo, _ responder: RouteResponder) {
         do {
             let (upstream, target) = try route(request, info)
-            let method = request.head.method
+            let method = request.method
             guard request.bodyStream == nil, let loop = request.loop, loop.index < upstream.loopClients.count,
                 let session = try auth.cachedSessionForAPI(accessToken: try AuthRoutes.bearerToken(request)),
                 session.account.provider == upstream.settings.provider,

@@ -100,7 +100,7 @@ final class ProxyRoutes: Sendable {
     func forward(_ request: ServerRequest, _ info: RequestInfo, rejected: String? = nil) async throws -> ServerResponse {
         let (upstream, target) = try route(request, info)
         let settings = upstream.settings
-        let method = request.head.method
+        let method = request.method
         let session = try await auth.authenticateForAPI(accessToken: try AuthRoutes.bearer(request))
         guard session.account.provider == settings.provider else {
             throw AuthProblem(
@@ -132,7 +132,7 @@ final class ProxyRoutes: Sendable {
     /// method or path not allowed).
     func route(_ request: ServerRequest, _ info: RequestInfo) throws -> (Upstream, ProxyTarget) {
         guard let upstream = upstreams[info.parameters["upstream"] ?? ""] else { throw ProxyError.unknownUpstream }
-        guard upstream.methods.contains(request.head.method) else { throw ProxyError.methodNotAllowed(allowed: upstream.settings.methods) }
+        guard upstream.methods.contains(request.method) else { throw ProxyError.methodNotAllowed(allowed: upstream.settings.methods) }
         let target = try ProxyTarget(rest: info.parameters["rest"] ?? "")
         guard target.isAllowed(by: upstream.settings.pathPrefixes) else { throw ProxyError.pathNotAllowed }
         return (upstream, target)
@@ -169,11 +169,11 @@ final class ProxyRoutes: Sendable {
         info: RequestInfo
     ) -> HTTPRequest {
         HTTPRequest(
-            method: request.head.method,
+            method: request.method,
             scheme: upstream.scheme,
             authority: upstream.authority,
             path: upstreamPath(request, to: upstream, target: target),
-            headerFields: ProxyHeaders.request(request.head.headerFields, token: token, forwarding: forwarding(info), extra: upstream.extraFields)
+            headerFields: ProxyHeaders.request(request.fields, token: token, forwarding: forwarding(info), extra: upstream.extraFields)
         )
     }
 
@@ -186,12 +186,12 @@ final class ProxyRoutes: Sendable {
         info: RequestInfo
     ) -> LoopRequest {
         LoopRequest(
-            method: request.head.method.rawValue,
+            method: request.method.rawValue,
             scheme: upstream.scheme,
             authority: upstream.authority,
             path: upstreamPath(request, to: upstream, target: target),
             headers: ProxyHeaders.requestLines(
-                request.head.headerFields,
+                request.fields,
                 token: token,
                 forwarding: forwarding(info),
                 extra: upstream.extraFields

@@ -31,15 +31,14 @@ struct ProxyUpload: Sendable {
     }
 
     static func make(_ request: ServerRequest) async throws -> ProxyUpload {
-        let method = request.head.method
+        let method = request.method
         // A body is sent for POST, PUT and PATCH, and for other methods when there is one.
         let bodyMethod = [.post, .put, .patch].contains(method)
         guard let stream = request.bodyStream else {
             return ProxyUpload(body: request.body.isEmpty && !bodyMethod ? .none : .bytes(request.body), replayable: true)
         }
-        let fields = request.head.headerFields
-        let chunked = fields[.transferEncoding]?.lowercased().contains("chunked") == true
-        let length = chunked ? nil : fields[.contentLength].flatMap(Int.init)
+        let chunked = request.fields.first(.transferEncoding)?.lowercased().contains("chunked") == true
+        let length = chunked ? nil : request.fields.first(.contentLength).flatMap(Int.init)
         if !chunked, (length ?? 0) == 0 {
             return ProxyUpload(body: bodyMethod ? .bytes([]) : .none, replayable: true)
         }

@@ -1,0 +1,141 @@
+public import HTTPTypes
+
+/// A request's header fields as bytes, in the order received: what the server keeps of a head
+/// instead of an `HTTPFields` (building one checks, lowercases and copies every field of every
+/// request, and most requests read two fields at most). ``httpFields`` builds one on demand.
+///
+/// The rules are `HTTPField`'s, applied as fields are added: a field whose name is not a token
+/// (RFC 9110 §5.6.2) is dropped; a value loses leading and trailing spaces and tabs, and any other
+/// control byte in it becomes a space. So a name or value never holds NUL, CR or LF.
+public struct RequestFields: Sendable, Equatable {
+    /// `name\0value\0` per field; names as sent.
+    private var storage: [UInt8] = []
+    public private(set) var count = 0
+
+    public init() {}
+
+    /// The fields of `fields`, in order.
+    public init(_ fields: HTTPFields) {
+        for field in fields {
+            var name = field.name.rawName
+            var value = field.value
+            _ = name.withUTF8 { name in value.withUTF8 { value in append(name: UnsafeRawBufferPointer(name), value: UnsafeRawBufferPointer(value)) } }
+        }
+    }
+
+    public var isEmpty: Bool { count == 0 }
+
+    /// Appends a field under the rules above; false (and nothing appended) for a bad name.
+    @discardableResult
+    mutating func append(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
+        guard !name.isEmpty, name.allSatisfy(RawHeaderFields.isTokenByte) else { return false }
+        var start = value.startIndex
+        var end = value.endIndex
+        while start < end, value[start] == 0x20 || value[start] == 0x09 { start += 1 }
+        while end > start, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
+        // Room for a typical head at once (growing field by field would copy each time).
+        if storage.capacity == 0 { storage.reserveCapacity(256) }
+        storage.append(contentsOf: name)
+        storage.append(0)
+        for index in start..<end {
+            let byte = value[index]
+            storage.append(byte < 0x20 && byte != 0x09 || byte == 0x7F ? 0x20 : byte)
+        }
+        storage.append(0)
+        count += 1
+        return true
+    }
+
+    /// Each field's name (as sent) and value, in order; the buffers live for the call only.
+    public func forEachField(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) throws -> Void) rethrows {
+        try storage.withUnsafeBufferPointer { bytes in
+            var index = 0
+            while index < bytes.count {
+                let nameStart = index
+                while bytes[index] != 0 { index += 1 }
+                let name = UnsafeBufferPointer(rebasing: bytes[nameStart..<index])
+                index += 1
+                let valueStart = index
+                while bytes[index] != 0 { index += 1 }
+                let value = UnsafeBufferPointer(rebasing: bytes[valueStart..<index])
+                index += 1
+                try body(name, value)
+            }
+        }
+    }
+
+    /// The value of the first field named `name`, as `HTTPField.value` reads it.
+    public func first(_ name: HTTPField.Name) -> String? {
+        var found: String?
+        forFirst(name) { found = String(decoding: $0, as: UTF8.self) }
+        return found
+    }
+
+    /// Whether a field named `name` is there.
+    public func contains(_ name: HTTPField.Name) -> Bool {
+        var found = false
+        forFirst(name) { _ in found = true }
+        return found
+    }
+
+    /// The values of every field named `name`, in order.
+    public func values(_ name: HTTPField.Name) -> [String] {
+        var canonical = name.canonicalName
+        return canonical.withUTF8 { canonical in
+            var values: [String] = []
+            forEachField { fieldName, value in
+                if Self.equalsIgnoringCase(fieldName, canonical) { values.append(String(decoding: value, as: UTF8.self)) }
+            }
+            return values
+        }
+    }
+
+    /// The fields as `HTTPFields` (built on each call).
+    public var httpFields: HTTPFields {
+        var fields = HTTPFields()
+        fields.reserveCapacity(count)
+        forEachField { name, value in
+            guard let name = HTTPField.Name(String(decoding: name, as: UTF8.self)) else { return }
+            fields.append(HTTPField(name: name, value: String(decoding: value, as: UTF8.self)))
+        }
+        return fields
+    }
+
+    private func forFirst(_ name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+        var canonical = name.canonicalName
+        canonical.withUTF8 { canonical in
+            storage.withUnsafeBufferPointer { bytes in
+                var index = 0
+                while index < bytes.count {
+                    let nameStart = index
+                    while bytes[index] != 0 { index += 1 }
+                    let matches = Self.equalsIgnoringCase(UnsafeBufferPointer(rebasing: bytes[nameStart..<index]), canonical)
+                    index += 1
+                    let valueStart = index
+                    while bytes[index] != 0 { index += 1 }
+                    if matches {
+                        body(UnsafeBufferPointer(rebasing: bytes[valueStart..<index]))
+                        return
+                    }
+                    index += 1
+                }
+            }
+        }
+    }
+
+    /// `bytes` spell `lowercase` (ASCII lowercase) in any case.
+    static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
+        let start = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        return RawHeaderFields.equalsIgnoringCase(UnsafeBufferPointer(start: start, count: bytes.count), lowercase)
+    }
+
+    /// `bytes` spell `lowercase` (ASCII lowercase) in any case.
+    static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count == lowercase.count else { return false }
+        for index in 0..<bytes.count {
+            let byte = bytes[index]
+            if ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) != lowercase[index] { return false }
+        }
+        return true
+    }
+}

@@ -1,0 +1,86 @@
+import HTTPTypes
+import Testing
+
+@testable import TGHTTPServer
+
+/// A request's fields kept as bytes read as `HTTPFields` would: the same fields, the same values,
+/// nothing that could split a header when forwarded.
+@Suite struct RequestFieldsTests {
+    func made(_ pairs: [(String, String)]) -> RequestFields {
+        var fields = RequestFields()
+        for (name, value) in pairs {
+            var name = name
+            var value = value
+            name.withUTF8 { name in
+                value.withUTF8 { value in
+                    _ = fields.append(name: UnsafeRawBufferPointer(name), value: UnsafeRawBufferPointer(value))
+                }
+            }
+        }
+        return fields
+    }
+
+    func pairs(_ fields: RequestFields) -> [String] {
+        var out: [String] = []
+        fields.forEachField { name, value in out.append(String(decoding: name, as: UTF8.self) + "=" + String(decoding: value, as: UTF8.self)) }
+        return out
+    }
+
+    @Test func dropsNamesThatAreNotTokensAndCleansValuesLikeHTTPField() {
+        let fields = made([
+            ("Host", "api.example"), ("Bad Name", "x"), ("", "x"), ("X:Colon", "x"), ("X-Trim", " \t padded \t "),
+            ("X-Split", "a\r\nSet-Cookie: stolen=1"), ("X-NUL", "a\u{0}b"), ("X-Del", "a\u{7F}b"), ("X-Tab", "a\tb"),
+            ("X-Empty", ""),
+        ])
+        #expect(fields.count == 7)
+        #expect(
+            pairs(fields) == [
+                "Host=api.example", "X-Trim=padded", "X-Split=a  Set-Cookie: stolen=1", "X-NUL=a b", "X-Del=a b", "X-Tab=a\tb",
+                "X-Empty=",
+            ]
+        )
+        // What HTTPTypes makes of the same values.
+        for (name, value) in [("X-Split", "a\r\nSet-Cookie: stolen=1"), ("X-NUL", "a\u{0}b"), ("X-Trim", " \t padded \t ")] {
+            #expect(fields.first(HTTPField.Name(name)!) == HTTPField(name: HTTPField.Name(name)!, value: value).value)
+        }
+    }
+
+    @Test func findsFieldsByNameInAnyCaseInOrder() {
+        let fields = made([("x-request-id", "one"), ("Cookie", "a=1"), ("COOKIE", "b=2"), ("Authorization", "Bearer t")])
+        #expect(fields.first(HTTPField.Name("X-Request-ID")!) == "one")
+        #expect(fields.first(.authorization) == "Bearer t")
+        #expect(fields.first(.accept) == nil)
+        #expect(fields.contains(.cookie))
+        #expect(!fields.contains(.contentType))
+        #expect(fields.values(.cookie) == ["a=1", "b=2"])
+        #expect(fields.values(.accept) == [])
+    }
+
+    @Test func convertsToAndFromHTTPFieldsWithoutLosingAField() {
+        let fields: HTTPFields = [.accept: "application/json", .cookie: "a=1", .userAgent: "app/1.0", .contentType: "text/plain"]
+        let raw = RequestFields(fields)
+        #expect(raw.httpFields == fields)
+        #expect(RequestFields(raw.httpFields) == raw)
+        #expect(RequestFields().httpFields.isEmpty)
+    }
+
+    @Test func aRequestMadeFromAHeadGivesTheSameHeadBack() {
+        let head = HTTPRequest(
+            method: .post,
+            scheme: "http",
+            authority: "api.example",
+            path: "/a/b?c=d",
+            headerFields: [.contentType: "application/json", .cookie: "s=1"]
+        )
+        var request = ServerRequest(head: head)
+        #expect(request.head == head)
+        #expect(request.method == .post)
+        #expect(request.target == "/a/b?c=d")
+        #expect(request.path == "/a/b")
+        #expect(request.rawQuery == "c=d")
+        #expect(request.fields.first(.cookie) == "s=1")
+        request.head.headerFields[.accept] = "text/plain"
+        #expect(request.fields.first(.accept) == "text/plain")
+        #expect(request.fields.count == 3)
+    }
+}
