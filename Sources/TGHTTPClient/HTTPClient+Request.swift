@@ -147,6 +147,9 @@ extension HTTPClient {
         // Never route through a proxy named by the environment (http_proxy, …): TokenGate talks to
         // the hosts its configuration names, directly.
         string(CURLOPT_PROXY, "")
+        // Set, so libcurl does not read `no_proxy` from the environment on every transfer (with no
+        // proxy it excludes nothing anyway).
+        string(CURLOPT_NOPROXY, "")
         // HTTP/1.1: pausing a transfer (back-pressure) is dependable there in libcurl 7.88.
         long(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         long(CURLOPT_NOSIGNAL, 1)

@@ -86,6 +86,60 @@ import Testing
         return server
     }
 
+    /// Requests on the loop reuse easy handles: each request's own authority, path and query (or
+    /// none) reach the right server exactly as given (percent-encodings keep their case, an empty
+    /// query its `?`), and a fragment never does. (libcurl 7.88 lowercases percent-encodings when
+    /// a URL is set part by part with `curl_url_set`, so the whole URL is set each time.)
+    @Test func reusedHandlesSendEachRequestsAuthorityPathAndQueryAsGiven() async throws {
+        let echo: HTTPServer.Handler = { request in
+            .response(ServerResponse(status: .ok, headerFields: [HTTPField.Name("X-Target")!: request.target, .server: request.authority ?? "-"]))
+        }
+        let first = try Self.upstream(echo)
+        let second = try Self.upstream(echo)
+        var configuration = HTTPClient.Configuration()
+        configuration.allowPlainHTTPToLoopbackForTesting = true
+        configuration.maxConnections = 1
+        let client = HTTPClient(configuration: configuration)
+        let calls: [(port: UInt16, target: String, sent: String)] = [
+            (first.port, "/a/b?x=1&y=%20", "/a/b?x=1&y=%20"), (first.port, "/c", "/c"), (second.port, "/d?q", "/d?q"),
+            (second.port, "/e?z=2#fragment", "/e?z=2"), (first.port, "/f%2Fg#frag", "/f%2Fg"), (first.port, "/h?", "/h?"),
+            (first.port, "/%C3%A9?v=%C3%A9", "/%C3%A9?v=%C3%A9"),
+        ]
+        for call in calls {
+            let seen: (target: String?, host: String?) = try await withCheckedThrowingContinuation { continuation in
+                _ = client.loop.execute {
+                    do {
+                        let request = LoopRequest(
+                            method: "GET",
+                            scheme: "http",
+                            authority: "127.0.0.1:\(call.port)",
+                            path: call.target,
+                            headers: HeaderLines()
+                        )
+                        let exchange = try client.startOnLoop(request, headTimeout: .seconds(5), idleTimeout: .seconds(5))
+                        exchange.onHead = { [exchange] result in
+                            _ = exchange
+                            switch result {
+                            case .success(let head):
+                                let fields = head.parse().headerFields
+                                continuation.resume(returning: (fields[HTTPField.Name("X-Target")!], fields[.server]))
+                            case .failure(let error):
+                                continuation.resume(throwing: error)
+                            }
+                        }
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+            }
+            #expect(seen.target == call.sent, "\(call.target)")
+            #expect(seen.host == "127.0.0.1:\(call.port)", "\(call.target)")
+        }
+        client.shutdown()
+        await first.shutdown()
+        await second.shutdown()
+    }
+
     @Test func aSlowReaderGetsTheWholeBodyThoughItsPausesExceedTheIdleTimeout() async throws {
         let chunk = [UInt8](repeating: 0x42, count: 64 * 1024)
         let upstream = try Self.upstream { _ in
