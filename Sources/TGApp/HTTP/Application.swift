@@ -106,13 +106,11 @@ public final class Application: Sendable {
     ) -> ServerResponse {
         var response = response
         let requestID = info.requestID
-        if !response.rawHeaderFields.isEmpty, response.headerFields.isEmpty {
-            // A relayed answer's fields are raw bytes (the upstream's own id was dropped): the id
-            // joins them instead of making an `HTTPFields` for one field.
+        if response.headerFields.first(Self.requestIDField) == nil {
+            // As bytes: appending to the answer's `HTTPFields` would copy them first (most answers
+            // share theirs with a constant) and insert field by field. A relayed answer's raw
+            // fields never hold the upstream's own id (`ProxyHeaders` drops it).
             response.rawHeaderFields.append(name: Self.requestIDField.rawName, value: requestID)
-        } else if response.headerFields.first(Self.requestIDField) == nil {
-            // Appended (the subscript's setter would first look for fields to replace, then insert).
-            response.headerFields.append(HTTPField(name: Self.requestIDField, value: requestID))
         } else {
             response.headerFields[Self.requestIDField] = requestID
         }
