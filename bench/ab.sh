@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Two builds of TokenGate compared on one path, both serving at once and loaded at the same time,
+# so that the machine's drift (more than 10 % between runs here) hits both alike.
+#
+#   bench/ab.sh ROUNDS BINARY_A BINARY_B [PATH] [SECONDS]
+#
+# BINARY_A and BINARY_B are `tokengate` executables (say, a release build of main copied aside and
+# one of a change). Starts a throwaway PostgreSQL, oidc-provider-mock and an nginx upstream, runs
+# both binaries on one database with the same configuration (two ports), logs in once, then for
+# each round runs `wrk -t1 -c32` against both at the same time for SECONDS (default 4) on PATH
+# (default the cached proxied call, /api/bench/hello) and prints each process's CPU time (user +
+# system) per request and B/A. The last line: the median of B/A over the rounds, its spread, and
+# the mean CPU per request of each. The same binary on both sides gives B/A within about ±10 % per
+# round and a median within ±2 % (8 rounds). Nothing leaves loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+rounds=${1:?rounds}
+binary_a=$(realpath "${2:?binary A}")
+binary_b=$(realpath "${3:?binary B}")
+path=${4:-/api/bench/hello}
+seconds=${5:-4}
+EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
+
+work=$(mktemp -d /tmp/tokengate-bench-ab.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+    stop_bench "$work" 25532
+}
+trap cleanup EXIT
+
+NGINX_PORT=18280 UPSTREAM_PORT=18281 PORT_A=18290 PORT_B=18292 MOCK_PORT=18291
+
+database_url=$(bench_database "$work" 25532)
+reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { return 404; }"
+start_provider "$work" $MOCK_PORT
+write_configuration() {
+    cat >"$1" <<YAML
+server: { host: 127.0.0.1, port: $2, connection_limit: 30000, max_connections_per_ip: 0, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0 }
+database: { url: "$database_url", pool_size: 4 }
+log: { level: warning, access_log: false }
+encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$secret" }] }
+clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
+providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$MOCK_PORT", client_id: tokengate, client_secret: secret }]
+upstreams:
+  - { name: bench, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, max_connections: 64 }
+YAML
+}
+secret=$(openssl rand -base64 32)
+write_configuration "$work/a.yaml" $PORT_A
+write_configuration "$work/b.yaml" $PORT_B
+"$binary_a" migrate --config "$work/a.yaml" >/dev/null
+"$binary_a" serve --config "$work/a.yaml" >"$work/a.log" 2>&1 &
+pid_a=$!
+pids+=($pid_a)
+"$binary_b" serve --config "$work/b.yaml" >"$work/b.log" 2>&1 &
+pid_b=$!
+pids+=($pid_b)
+wait_for "http://127.0.0.1:$PORT_A/readyz"
+wait_for "http://127.0.0.1:$PORT_B/readyz"
+# One login; the session is in the shared database, so the token works on both.
+token=$(login_token $PORT_A)
+for port in $PORT_A $PORT_B; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$port$path")
+    [ "$code" = 200 ] || { echo "bench: warm-up call to $port answered $code" >&2; exit 1; }
+done
+
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+ticks=$(getconf CLK_TCK)
+: >"$work/rounds"
+for round in $(seq "$rounds"); do
+    a0=$(cpu $pid_a) b0=$(cpu $pid_b)
+    wrk -t1 -c32 -d"${seconds}s" -H "Authorization: Bearer $token" "http://127.0.0.1:$PORT_A$path" >"$work/wrk-a" &
+    wrk_a=$!
+    wrk -t1 -c32 -d"${seconds}s" -H "Authorization: Bearer $token" "http://127.0.0.1:$PORT_B$path" >"$work/wrk-b"
+    wait $wrk_a
+    a1=$(cpu $pid_a) b1=$(cpu $pid_b)
+    n_a=$(awk '/requests in/ {print $1}' "$work/wrk-a") n_b=$(awk '/requests in/ {print $1}' "$work/wrk-b")
+    awk -v na="$n_a" -v nb="$n_b" -v a=$((a1 - a0)) -v b=$((b1 - b0)) -v t="$ticks" -v s="$seconds" -v r="$round" \
+        'BEGIN { ca = a / t * 1e6 / na; cb = b / t * 1e6 / nb; printf "%.2f %.2f %.3f %d %d\n", ca, cb, cb / ca, na / s, nb / s
+                 printf "round %d: A %.2f us/req (%d req/s)  B %.2f us/req (%d req/s)  B/A %.3f\n", r, ca, na / s, cb, nb / s, cb / ca > "/dev/stderr" }' \
+        >>"$work/rounds"
+done
+sort -g -k3 "$work/rounds" | awk -v p="$path" '{ r[NR] = $3; a += $1; b += $2 }
+    END { printf "%s: B/A median %.3f (min %.3f, max %.3f, %d rounds); mean CPU per request A %.2f us, B %.2f us\n",
+          p, (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2, r[1], r[NR], NR, a / NR, b / NR }'
