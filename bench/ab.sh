@@ -35,21 +35,11 @@ NGINX_PORT=18280 UPSTREAM_PORT=18281 PORT_A=18290 PORT_B=18292 MOCK_PORT=18291
 database_url=$(bench_database "$work" 25532)
 reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { return 404; }"
 start_provider "$work" $MOCK_PORT
-write_configuration() {
-    cat >"$1" <<YAML
-server: { host: 127.0.0.1, port: $2, connection_limit: 30000, max_connections_per_ip: 0, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0 }
-database: { url: "$database_url", pool_size: 4 }
-log: { level: warning, access_log: false }
-encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$secret" }] }
-clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
-providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$MOCK_PORT", client_id: tokengate, client_secret: secret }]
-upstreams:
-  - { name: bench, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, max_connections: 64 }
-YAML
-}
-secret=$(openssl rand -base64 32)
-write_configuration "$work/a.yaml" $PORT_A
-write_configuration "$work/b.yaml" $PORT_B
+bench_secret=$(openssl rand -base64 32)
+options="connection_limit: 30000, max_connections_per_ip: 0"
+upstream="name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, max_connections: 64"
+bench_configuration "$work/a.yaml" $PORT_A "$database_url" $MOCK_PORT "$options" "$upstream"
+bench_configuration "$work/b.yaml" $PORT_B "$database_url" $MOCK_PORT "$options" "$upstream"
 "$binary_a" migrate --config "$work/a.yaml" >/dev/null
 "$binary_a" serve --config "$work/a.yaml" >"$work/a.log" 2>&1 &
 pid_a=$!

@@ -36,16 +36,8 @@ NGINX_PORT=18380 UPSTREAM_PORT=18381 TG_PORT=18390 MOCK_PORT=18391
 database_url=$(bench_database "$work" 25632)
 reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { return 404; }"
 start_provider "$work" $MOCK_PORT
-cat >"$work/tokengate.yaml" <<YAML
-server: { host: 127.0.0.1, port: $TG_PORT, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0 }
-database: { url: "$database_url", pool_size: 4 }
-log: { level: warning, access_log: false }
-encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$(openssl rand -base64 32)" }] }
-clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
-providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$MOCK_PORT", client_id: tokengate, client_secret: secret }]
-upstreams:
-  - { name: bench, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, max_connections: 64 }
-YAML
+bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "" \
+    "name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, max_connections: 64"
 start_tokengate "$work" $TG_PORT
 token=$(login_token $TG_PORT)
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/bench/hello")

@@ -79,6 +79,27 @@ start_provider() {
 
 # start_tokengate WORK PORT: migrates the database of WORK/tokengate.yaml and serves it on PORT
 # (log in WORK/tg.log) once /readyz answers; sets tg_pid.
+# bench_configuration FILE PORT DATABASE_URL MOCK_PORT SERVER_OPTIONS UPSTREAM...: a TokenGate
+# configuration for the bench app and the mock provider. SERVER_OPTIONS are more `server:` keys
+# (`key: value, ...`, may be empty); each UPSTREAM is one API's keys (`name: bench, base_url: ...`).
+# `$bench_secret` is the encryption key when set (two instances on one database need the same),
+# `$bench_pool_size` the database pool (4), `$bench_log` the `log:` keys (warnings, no access log).
+bench_configuration() {
+    local file=$1 port=$2 database_url=$3 mock_port=$4 options=$5 upstream
+    local secret=${bench_secret:-$(openssl rand -base64 32)}
+    shift 5
+    cat >"$file" <<YAML
+server: { host: 127.0.0.1, port: $port, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0${options:+, $options} }
+database: { url: "$database_url", pool_size: ${bench_pool_size:-4} }
+log: { ${bench_log:-level: warning, access_log: false} }
+encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$secret" }] }
+clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
+providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$mock_port", client_id: tokengate, client_secret: secret }]
+upstreams:
+YAML
+    for upstream in "$@"; do echo "  - { $upstream }" >>"$file"; done
+}
+
 start_tokengate() {
     "$bindir/tokengate" migrate --config "$1/tokengate.yaml" >/dev/null
     "$bindir/tokengate" serve --config "$1/tokengate.yaml" >"$1/tg.log" 2>&1 &

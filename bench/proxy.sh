@@ -69,17 +69,10 @@ pids+=($floor_pid)
 pids+=($!)
 start_provider "$work" $MOCK_PORT
 
-cat >"$work/tokengate.yaml" <<YAML
-server: { host: 127.0.0.1, port: $TG_PORT, connection_limit: 30000, max_connections_per_ip: 0, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0, request_timeout_seconds: 60 }
-database: { url: "$database_url", pool_size: 10 }
-log: { level: warning, access_log: false }
-encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$(openssl rand -base64 32)" }] }
-clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
-providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$MOCK_PORT", client_id: tokengate, client_secret: secret }]
-upstreams:
-  - { name: bench, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, max_connections: 64 }
-  - { name: slow, base_url: "http://127.0.0.1:$SLOW_PORT", provider: mock, max_connections: 9000, timeout_seconds: 50 }
-YAML
+bench_pool_size=10 bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT \
+    "connection_limit: 30000, max_connections_per_ip: 0, request_timeout_seconds: 60" \
+    "name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, max_connections: 64" \
+    "name: slow, base_url: \"http://127.0.0.1:$SLOW_PORT\", provider: mock, max_connections: 9000, timeout_seconds: 50"
 start_tokengate "$work" $TG_PORT
 token=$(login_token $TG_PORT)
 # Warm: the upstream token is fetched once (one refresh at the provider), then served from memory.

@@ -37,16 +37,8 @@ python3 bench/stream_upstream.py $UPSTREAM_PORT >"$work/upstream.log" 2>&1 &
 pids+=($!)
 start_provider "$work" $MOCK_PORT
 
-cat >"$work/tokengate.yaml" <<YAML
-server: { host: 127.0.0.1, port: $TG_PORT, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0 }
-database: { url: "$database_url", pool_size: 4 }
-log: { level: info, access_log: true }
-encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$(openssl rand -base64 32)" }] }
-clients: [{ client_id: bench-app, redirect_uris: ["com.example.app:/cb"] }]
-providers: [{ name: mock, kind: oidc, issuer: "http://127.0.0.1:$MOCK_PORT", client_id: tokengate, client_secret: secret }]
-upstreams:
-  - { name: files, base_url: "http://127.0.0.1:$UPSTREAM_PORT", provider: mock, timeout_seconds: 10, max_body_bytes: 2147483648 }
-YAML
+bench_log="level: info, access_log: true" bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "" \
+    "name: files, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, timeout_seconds: 10, max_body_bytes: 2147483648"
 start_tokengate "$work" $TG_PORT
 token=$(login_token $TG_PORT)
 # Warm: the upstream token is fetched once, so the download below takes the cached path.
