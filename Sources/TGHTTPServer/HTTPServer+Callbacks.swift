@@ -293,12 +293,6 @@ extension HTTPServer {
         if name[0] == 0x50, name[1] == 0x4F, name[2] == 0x53, name[3] == 0x54, name[4] == 0 { return .post }  // POST
         return HTTPRequest.Method(String(cString: name))
     }
-
-    fileprivate static func string(_ pointer: UnsafePointer<CChar>, _ count: Int) -> String {
-        pointer.withMemoryRebound(to: UInt8.self, capacity: count) {
-            String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self)
-        }
-    }
 }
 
 extension String {

@@ -85,8 +85,6 @@ extension HTTPServer {
         return MHD_queue_response(connection, UInt32(response.status.code), mhdResponse)
     }
 
-    static let hostField = HTTPField.Name("Host")!
-
     static let bodyTooLarge = problem(
         .contentTooLarge,
         "body_too_large",

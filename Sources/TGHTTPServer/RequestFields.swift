@@ -47,47 +47,41 @@ public struct RequestFields: Sendable, Equatable {
     }
 
     /// Each field's name (as sent) and value, in order; the buffers live for the call only.
-    public func forEachField(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) throws -> Void) rethrows {
-        try storage.withUnsafeBufferPointer { bytes in
-            var index = 0
-            while index < bytes.count {
-                let nameStart = index
-                while bytes[index] != 0 { index += 1 }
-                let name = UnsafeBufferPointer(rebasing: bytes[nameStart..<index])
-                index += 1
-                let valueStart = index
-                while bytes[index] != 0 { index += 1 }
-                let value = UnsafeBufferPointer(rebasing: bytes[valueStart..<index])
-                index += 1
-                try body(name, value)
-            }
+    public func forEachField(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Void) {
+        walk { name, value in
+            body(name, value)
+            return true
         }
     }
 
     /// The value of the first field named `name`, as `HTTPField.value` reads it.
     public func first(_ name: HTTPField.Name) -> String? {
         var found: String?
-        forFirst(name) { found = String(decoding: $0, as: UTF8.self) }
+        forValues(of: name) { value in
+            found = String(decoding: value, as: UTF8.self)
+            return false
+        }
         return found
     }
 
     /// Whether a field named `name` is there.
     public func contains(_ name: HTTPField.Name) -> Bool {
         var found = false
-        forFirst(name) { _ in found = true }
+        forValues(of: name) { _ in
+            found = true
+            return false
+        }
         return found
     }
 
     /// The values of every field named `name`, in order.
     public func values(_ name: HTTPField.Name) -> [String] {
-        var canonical = name.canonicalName
-        return canonical.withUTF8 { canonical in
-            var values: [String] = []
-            forEachField { fieldName, value in
-                if Self.equalsIgnoringCase(fieldName, canonical) { values.append(String(decoding: value, as: UTF8.self)) }
-            }
-            return values
+        var values: [String] = []
+        forValues(of: name) { value in
+            values.append(String(decoding: value, as: UTF8.self))
+            return true
         }
+        return values
     }
 
     /// The fields as `HTTPFields` (built on each call).
@@ -101,24 +95,28 @@ public struct RequestFields: Sendable, Equatable {
         return fields
     }
 
-    private func forFirst(_ name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
+    /// The values of the fields named `name`, in order, until `body` returns false.
+    private func forValues(of name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
         var canonical = name.canonicalName
         canonical.withUTF8 { canonical in
-            storage.withUnsafeBufferPointer { bytes in
-                var index = 0
-                while index < bytes.count {
-                    let nameStart = index
-                    while bytes[index] != 0 { index += 1 }
-                    let matches = Self.equalsIgnoringCase(UnsafeBufferPointer(rebasing: bytes[nameStart..<index]), canonical)
-                    index += 1
-                    let valueStart = index
-                    while bytes[index] != 0 { index += 1 }
-                    if matches {
-                        body(UnsafeBufferPointer(rebasing: bytes[valueStart..<index]))
-                        return
-                    }
-                    index += 1
-                }
+            walk { fieldName, value in Self.equalsIgnoringCase(fieldName, canonical) ? body(value) : true }
+        }
+    }
+
+    /// Each field's name and value, in order, until `body` returns false.
+    private func walk(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Bool) {
+        storage.withUnsafeBufferPointer { bytes in
+            var index = 0
+            while index < bytes.count {
+                let nameStart = index
+                while bytes[index] != 0 { index += 1 }
+                let name = UnsafeBufferPointer(rebasing: bytes[nameStart..<index])
+                index += 1
+                let valueStart = index
+                while bytes[index] != 0 { index += 1 }
+                let value = UnsafeBufferPointer(rebasing: bytes[valueStart..<index])
+                index += 1
+                guard body(name, value) else { return }
             }
         }
     }

@@ -33,6 +33,11 @@ import Testing
             }
         )
         router.add(.post, "/fail/crash", .async { _, _ in throw Boom() })
+        router.add(
+            .get,
+            "/own-id",
+            .sync { _, _ in ServerResponse(status: .ok, headerFields: [HTTPField.Name("X-Request-ID")!: "the-handlers-own"]) }
+        )
         HealthRoutes.add(to: &router, version: "9.9.9", checks: [])
         return Application(router: router, logger: capturingLogger(sink))
     }
@@ -94,6 +99,18 @@ import Testing
         let hostile = try await curl(["-i", "-H", "X-Request-ID: evil\"}{injected", server.baseURL + "/healthz"])
         #expect(!hostile.stdout.contains("injected"))
         #expect(hostile.stdout.range(of: "X-Request-ID: [A-Za-z0-9_-]{15}\r\n", options: .regularExpression) != nil)
+        await server.shutdown()
+    }
+
+    /// Every answer carries the request's id exactly once: one a handler set is replaced, and
+    /// one added to an answer is not added twice.
+    @Test func everyAnswerCarriesTheRequestIDExactlyOnce() async throws {
+        let server = try serve(makeApp(CapturingLogSink()))
+        for path in ["/own-id", "/healthz", "/items/1", "/files/a", "/nope"] {
+            let answer = try await curl(["-i", "-H", "X-Request-ID: trace-7", server.baseURL + path])
+            let ids = answer.stdout.split(separator: "\r\n").filter { $0.lowercased().hasPrefix("x-request-id:") }
+            #expect(ids == ["X-Request-ID: trace-7"], "\(path)")
+        }
         await server.shutdown()
     }
 

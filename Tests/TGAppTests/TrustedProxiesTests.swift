@@ -11,14 +11,14 @@ import Testing
     func client(_ peer: String?, _ fields: [(String, String)]) -> String? {
         var headerFields = HTTPFields()
         for (name, value) in fields { headerFields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
-        return proxies.clientAddress(peer: peer, fields: headerFields)
+        return proxies.clientAddress(peer: peer, fields: RequestFields(headerFields))
     }
 
     @Test func forwardingFieldsFromAnUntrustedPeerAreIgnored() {
         #expect(client("203.0.113.9", [("X-Forwarded-For", "1.2.3.4")]) == "203.0.113.9")
         #expect(client("203.0.113.9", [("Forwarded", "for=1.2.3.4")]) == "203.0.113.9")
         #expect(client("192.168.1.6", [("X-Forwarded-For", "1.2.3.4")]) == "192.168.1.6")
-        #expect(TrustedProxies([]).clientAddress(peer: "10.0.0.1", fields: [.init("X-Forwarded-For")!: "1.2.3.4"]) == "10.0.0.1")
+        #expect(TrustedProxies([]).clientAddress(peer: "10.0.0.1", fields: RequestFields([.init("X-Forwarded-For")!: "1.2.3.4"])) == "10.0.0.1")
     }
 
     @Test func theClientIsTheFirstUntrustedAddressFromTheRight() {

@@ -1,4 +1,4 @@
-public import HTTPTypes
+import HTTPTypes
 public import TGHTTPServer
 
 #if canImport(Glibc)
@@ -47,22 +47,12 @@ public struct TrustedProxies: Sendable, Equatable {
     public var isEmpty: Bool { networks.isEmpty }
 
     /// The client's address for a request from `peer` with these fields.
-    public func clientAddress(peer: String?, fields: HTTPFields) -> String? {
-        clientAddress(peer: peer, forwardedFor: { fields[values: .xForwardedFor] }, forwarded: { fields[values: .forwarded] })
-    }
-
-    /// The same for a request's fields as the server keeps them.
     public func clientAddress(peer: String?, fields: RequestFields) -> String? {
-        clientAddress(peer: peer, forwardedFor: { fields.values(.xForwardedFor) }, forwarded: { fields.values(.forwarded) })
-    }
-
-    /// `forwardedFor` and `forwarded` give the values of those fields, read only when `peer` is trusted.
-    private func clientAddress(peer: String?, forwardedFor: () -> [String], forwarded: () -> [String]) -> String? {
         guard !networks.isEmpty, let peer, isTrusted(peer) else { return peer }
-        let forwardedFor = forwardedFor()
+        let forwardedFor = fields.values(.xForwardedFor)
         let chain: [Substring] =
             forwardedFor.isEmpty
-            ? forwarded().flatMap(Self.forwardedFor)
+            ? fields.values(.forwarded).flatMap(Self.forwardedFor)
             : forwardedFor.flatMap { $0.split(separator: ",") }
         var client = peer
         for entry in chain.reversed() {
