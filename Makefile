@@ -22,8 +22,9 @@ deps:
 build: deps
 	swift build $(SWIFT_FLAGS)
 
+# As the container image builds it: Swift's runtime and Foundation linked in statically.
 release: deps
-	swift build -c release
+	swift build -c release --static-swift-stdlib
 
 lint: deps
 	swift format lint --strict --recursive --parallel Package.swift Sources Tests

@@ -18,8 +18,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-4}
 EXTRA_PACKAGES="nginx wrk linux-perf" scripts/deps.sh
 
-swift build -c release --product tokengate >/dev/null
-bindir=$(swift build -c release --show-bin-path)
+release_build tokengate
 
 work=$(mktemp -d /tmp/tokengate-bench-counts.XXXXXX)
 chmod 755 "$work"

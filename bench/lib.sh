@@ -1,5 +1,14 @@
 # Shared by the bench scripts (sourced): wrk runs and their figures.
 
+# release_build PRODUCT...: release builds of PRODUCTs as the container image builds them, Swift's
+# runtime and Foundation linked in statically (deploy/container/Containerfile); sets bindir.
+RELEASE_FLAGS=(-c release --static-swift-stdlib)
+release_build() {
+    local product
+    for product in "$@"; do swift build "${RELEASE_FLAGS[@]}" --product "$product" >/dev/null; done
+    bindir=$(swift build "${RELEASE_FLAGS[@]}" --show-bin-path)
+}
+
 # wrk_run URL [WRK OPTIONS...]: "req/s p50 p99 errors" of one run (latencies as wrk prints them);
 # uses $connections and $duration. wrk prints "Requests/sec: N" and, with --latency, "50% 1.2ms".
 wrk_run() {

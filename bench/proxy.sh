@@ -34,15 +34,13 @@ EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
 # 10k clients plus up to 9k upstream connections: the hard limit here is 20000 descriptors.
 ulimit -n "$(ulimit -Hn)"
 
-swift build -c release --product tokengate >/dev/null
+release_build tokengate tokengate-bench-server
 # The floor allocates with what TokenGate's release build links (mimalloc, Package.swift), so the
 # allocator is no part of the ratio; FLOOR_MALLOC=glibc builds it with glibc's instead.
 floor_malloc=${FLOOR_MALLOC:-mimalloc}
 floor_libs=(-lmicrohttpd -lcurl -lpthread)
 [ "$floor_malloc" = glibc ] || floor_libs+=(-lmimalloc)
 cc -O2 -o "${TMPDIR:-/tmp}/tokengate-proxy-floor" bench/floor/proxy_floor.c "${floor_libs[@]}"
-swift build -c release --product tokengate-bench-server >/dev/null
-bindir=$(swift build -c release --show-bin-path)
 
 work=$(mktemp -d /tmp/tokengate-bench-proxy.XXXXXX)
 chmod 755 "$work"

@@ -22,8 +22,8 @@ connections=${2:-64}
 rounds=${3:-3}
 EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
 
-swift build -c release --product tokengate-bench-server >/dev/null
-bin=$(swift build -c release --show-bin-path)/tokengate-bench-server
+release_build tokengate-bench-server
+bin=$bindir/tokengate-bench-server
 
 work=$(mktemp -d /tmp/tokengate-bench.XXXXXX)
 chmod 755 "$work"

@@ -19,8 +19,7 @@ seconds=${1:-60}
 rate=${2:-1M}
 scripts/deps.sh
 
-swift build -c release --product tokengate >/dev/null
-bindir=$(swift build -c release --show-bin-path)
+release_build tokengate
 
 work=$(mktemp -d /tmp/tokengate-bench-stream.XXXXXX)
 chmod 755 "$work"

@@ -119,4 +119,14 @@ import Yams
             #expect(runtime.contains(" \(package) "), "the runtime stage lacks \(package)")
         }
     }
+
+    /// The benchmarks (and `make release`) measure the binary the image ships: the same build flags.
+    @Test func theBenchmarksBuildTokenGateAsTheContainerImageDoes() throws {
+        let image = try Self.text("container/Containerfile")
+        let bench = try String(contentsOf: Self.deploy.appendingPathComponent("../bench/lib.sh"), encoding: .utf8)
+        let makefile = try String(contentsOf: Self.deploy.appendingPathComponent("../Makefile"), encoding: .utf8)
+        #expect(image.contains("swift build -c release --product tokengate --static-swift-stdlib"))
+        #expect(bench.contains("RELEASE_FLAGS=(-c release --static-swift-stdlib)"))
+        #expect(makefile.contains("swift build -c release --static-swift-stdlib"))
+    }
 }
