@@ -75,6 +75,9 @@ extension HTTPClient {
             check(value.withCString { CShims_curl_easy_setopt_ptr(easy, option, $0) })
         }
         string(CURLOPT_URL, url.url)
+        // The parsed origin, when there is one, is what libcurl connects to (it takes precedence
+        // over the URL's text, which stays what libcurl reports).
+        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_CURLU, url.parsed.map { UnsafeMutableRawPointer($0) }))
         if let target = url.target {
             string(CURLOPT_REQUEST_TARGET, target)
         } else {
@@ -178,6 +181,8 @@ extension HTTPClient {
     struct RequestURL {
         var url: String
         var target: String?
+        /// libcurl's parse of `url` (then only the origin), kept by the client (see ``Origins``).
+        var parsed: OpaquePointer?
     }
 
     /// The URL for `request`, or a refusal: only http/https, and http only to loopback with the
@@ -185,7 +190,8 @@ extension HTTPClient {
     ///
     /// A client that follows no redirects gives libcurl only the origin to parse and sends the
     /// path and query as the request target (`CURLOPT_REQUEST_TARGET`): libcurl parses a whole
-    /// URL on every transfer otherwise (about 2 % of a proxied call), and its parser rewrites
+    /// URL on every transfer otherwise (about 2 % of a proxied call, and as much again for the
+    /// origin alone, which ``Origins`` keeps parsed), and its parser rewrites
     /// what it reads (lowercased escapes, an empty `?` dropped), which a proxy must not do. A
     /// fragment goes no further than it would through libcurl's parser.
     func validatedURL(scheme: String?, authority: String?, path: String?) throws -> RequestURL {
@@ -213,14 +219,9 @@ extension HTTPClient {
             throw HTTPClientError.invalidURL
         }
         if !configuration.followRedirects {
-            let origin = origins.withLock { last in
-                if let last, last.authority == authority, last.secure == secure { return last.url }
-                let url = (secure ? "https://" : "http://") + authority + "/"
-                last = (authority, secure, url)
-                return url
-            }
+            let origin = origins.origin(authority: authority, secure: secure)
             let fragment = path.utf8.firstIndex(of: UInt8(ascii: "#"))
-            return RequestURL(url: origin, target: fragment.map { String(path[..<$0]) } ?? path)
+            return RequestURL(url: origin.url, target: fragment.map { String(path[..<$0]) } ?? path, parsed: origin.parsed)
         }
         var url = secure ? "https://" : "http://"
         url.reserveCapacity(8 + authority.utf8.count + path.utf8.count)

@@ -61,8 +61,8 @@ public final class HTTPClient: @unchecked Sendable {
     let handles: EasyHandlePool
     /// See `validatedURL`: an authority already found to be loopback.
     let lastLoopbackAuthority = Mutex<String?>(nil)
-    /// See `validatedURL`: the last origin URL built (a client's calls mostly go to one).
-    let origins = Mutex<(authority: String, secure: Bool, url: String)?>(nil)
+    /// See `validatedURL`: the origins requests went to, parsed once.
+    let origins = Origins()
 
     /// A client on `loop` (shared with an HTTP server, say), or on a loop of its own.
     public init(configuration: Configuration = Configuration(), loop: EventLoop? = nil) {
