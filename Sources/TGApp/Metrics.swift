@@ -60,8 +60,8 @@ public final class TokenGateMetrics: Sendable {
     }
 
     /// One answered request: by route pattern (`-` when none matched), method and status; its
-    /// time to the response head.
-    func request(route: RouteName, method: HTTPRequest.Method, status: Int, duration: Duration, shard: Int = 0) {
+    /// time to the response head in nanoseconds.
+    func request(route: RouteName, method: HTTPRequest.Method, status: Int, nanoseconds: Int64, shard: Int = 0) {
         let methodNumber = Self.methodNumber(method)
         let key = Self.requestKey(route: route, method: methodNumber, status: status)
         let metrics = requestMetrics[shard & (requestMetrics.count - 1)].known.withLock { known in
@@ -79,7 +79,7 @@ public final class TokenGateMetrics: Sendable {
             return made
         }
         metrics.counter.increment()
-        metrics.timer.recordInterval(duration)
+        metrics.timer.recordNanoseconds(nanoseconds)
     }
 
     /// Adds `GET /metrics`; `database` and `auth` give the gauges read at each scrape.
@@ -108,13 +108,5 @@ public final class TokenGateMetrics: Sendable {
                 )
             }
         )
-    }
-}
-
-extension CoreMetrics.Timer {
-    /// Records a `Duration` (swift-metrics takes nanoseconds).
-    fileprivate func recordInterval(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }
