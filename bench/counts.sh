@@ -47,14 +47,19 @@ library() { awk -v name="$1" '$6 ~ name { print $6; exit }' "/proc/$tg_pid/maps"
 # The allocator the release build links (mimalloc, Package.swift) if loaded, else glibc's.
 allocator=$(library '/libmimalloc\.so')
 [ -n "$allocator" ] || allocator=$(library '/libc\.so')
+# Swift's runtime: in the binary itself (release builds link it statically), else its library.
 swift_core=$(library '/libswiftCore\.so')
+[ -n "$swift_core" ] || swift_core=$bindir/tokengate
 events=()
 add_probe() {
     local binary=$1 function=$2 event
     event="tokengate_counts:$function"
     perf probe -q -d "$event" 2>/dev/null || true
     # -f: another probe may already sit on the same address.
-    perf probe -q -f -x "$binary" -a "$event=$function" >/dev/null
+    # A runtime linked into the binary has local symbols without debug information there: probed
+    # by address (nm) when probing by name fails.
+    perf probe -q -f -x "$binary" -a "$event=$function" >/dev/null 2>&1 \
+        || perf probe -q -f -x "$binary" -a "$event=0x$(nm "$binary" | awk -v f="$function" '$3 == f { print $1; exit }')" >/dev/null
     probes+=("$event")
     events+=(-e "$event")
 }
