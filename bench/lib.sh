@@ -86,8 +86,6 @@ start_provider() {
     wait_for "http://127.0.0.1:$2/.well-known/openid-configuration"
 }
 
-# start_tokengate WORK PORT: migrates the database of WORK/tokengate.yaml and serves it on PORT
-# (log in WORK/tg.log) once /readyz answers; sets tg_pid.
 # bench_configuration FILE PORT DATABASE_URL MOCK_PORT SERVER_OPTIONS UPSTREAM...: a TokenGate
 # configuration for the bench app and the mock provider. SERVER_OPTIONS are more `server:` keys
 # (`key: value, ...`, may be empty); each UPSTREAM is one API's keys (`name: bench, base_url: ...`).
@@ -109,6 +107,8 @@ YAML
     for upstream in "$@"; do echo "  - { $upstream }" >>"$file"; done
 }
 
+# start_tokengate WORK PORT: migrates the database of WORK/tokengate.yaml and serves it on PORT
+# (log in WORK/tg.log) once /readyz answers; sets tg_pid.
 start_tokengate() {
     "$bindir/tokengate" migrate --config "$1/tokengate.yaml" >/dev/null
     "$bindir/tokengate" serve --config "$1/tokengate.yaml" >"$1/tg.log" 2>&1 &

@@ -233,13 +233,9 @@ public enum TokenGateApp {
         )
         if !upstreams.isEmpty {
             settings.limits = { _, path in
-                // Every request asks; on the bytes, against a static prefix.
                 let bytes = path.utf8
-                let prefix: StaticString = "/api/"
-                guard bytes.count > prefix.utf8CodeUnitCount,
-                    zip(bytes, UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)).allSatisfy({ $0 == $1 })
-                else { return nil }
-                let name = bytes.dropFirst(prefix.utf8CodeUnitCount)
+                guard bytes.starts(with: "/api/".utf8) else { return nil }
+                let name = bytes.dropFirst(5)
                 return upstreams[String(Substring(name.prefix { $0 != UInt8(ascii: "/") }))]
             }
         }

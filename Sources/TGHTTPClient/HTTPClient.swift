@@ -34,6 +34,8 @@ public final class HTTPClient: @unchecked Sendable {
         /// Allows `http://` to 127.0.0.0/8, ::1 and localhost, for tests and local development
         /// only. Plain HTTP to any other host is always refused.
         public var allowPlainHTTPToLoopbackForTesting = false
+        /// Origins kept parsed (see ``Origins``); tests set 0 to take the per-transfer parse.
+        var originCapacity = 16
 
         public init() {}
     }
@@ -62,12 +64,13 @@ public final class HTTPClient: @unchecked Sendable {
     /// See `validatedURL`: an authority already found to be loopback.
     let lastLoopbackAuthority = Mutex<String?>(nil)
     /// See `validatedURL`: the origins requests went to, parsed once.
-    let origins = Origins()
+    let origins: Origins
 
     /// A client on `loop` (shared with an HTTP server, say), or on a loop of its own.
     public init(configuration: Configuration = Configuration(), loop: EventLoop? = nil) {
         HTTPClient.initializeLibcurl
         self.configuration = configuration
+        origins = Origins(capacity: configuration.originCapacity)
         handles = EasyHandlePool(capacity: max(8, configuration.maxConnections))
         multi = curl_multi_init()!
         _ = CShims_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)

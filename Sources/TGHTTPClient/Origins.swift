@@ -43,14 +43,15 @@ final class Origins: Sendable {
         self.capacity = capacity
     }
 
-    /// The origin of `authority` (`https` when `secure`).
+    /// The origin of `authority` (`https` when `secure`). A new one is parsed under the lock: once
+    /// per origin, and never for one past the capacity.
     func origin(authority: String, secure: Bool) -> Origin {
         let key = Key(authority: authority, secure: secure)
-        if let origin = known.withLock({ $0[key] }) { return origin }
-        let made = Origin(url: (secure ? "https://" : "http://") + authority + "/")
         return known.withLock { known in
             if let origin = known[key] { return origin }
-            guard known.count < capacity else { return Origin(url: made.url, parse: false) }
+            let url = (secure ? "https://" : "http://") + authority + "/"
+            guard known.count < capacity else { return Origin(url: url, parse: false) }
+            let made = Origin(url: url)
             known[key] = made
             return made
         }

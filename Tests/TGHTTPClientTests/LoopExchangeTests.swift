@@ -89,8 +89,11 @@ import Testing
     /// Requests on the loop reuse easy handles: each request's own authority, path and query (or
     /// none) reach the right server exactly as given (percent-encodings keep their case, an empty
     /// query its `?`), and a fragment never does. (libcurl 7.88 lowercases percent-encodings when
-    /// a URL is set part by part with `curl_url_set`, so the whole URL is set each time.)
-    @Test func reusedHandlesSendEachRequestsAuthorityPathAndQueryAsGiven() async throws {
+    /// a URL's path is set part by part with `curl_url_set`.) The same for each way libcurl gets
+    /// the URL: a kept origin and the request target, an origin parsed per transfer (past the
+    /// cache's capacity) and the target, and the whole URL (a client that follows redirects).
+    @Test(arguments: [(originCapacity: 16, followRedirects: false), (0, false), (16, true)])
+    func reusedHandlesSendEachRequestsAuthorityPathAndQueryAsGiven(originCapacity: Int, followRedirects: Bool) async throws {
         let echo: HTTPServer.Handler = { request in
             .response(ServerResponse(status: .ok, headerFields: [HTTPField.Name("X-Target")!: request.target, .server: request.authority ?? "-"]))
         }
@@ -99,6 +102,8 @@ import Testing
         var configuration = HTTPClient.Configuration()
         configuration.allowPlainHTTPToLoopbackForTesting = true
         configuration.maxConnections = 1
+        configuration.originCapacity = originCapacity
+        configuration.followRedirects = followRedirects
         let client = HTTPClient(configuration: configuration)
         let calls: [(port: UInt16, target: String, sent: String)] = [
             (first.port, "/a/b?x=1&y=%20", "/a/b?x=1&y=%20"), (first.port, "/c", "/c"), (second.port, "/d?q", "/d?q"),
