@@ -2,13 +2,19 @@ import Foundation
 import TGApp
 import Testing
 
-@Suite struct ConfigurationTests {
+/// Each test writes its files into a directory of its own, removed when the test ends.
+@Suite final class ConfigurationTests {
     static let key1 = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  // 32 bytes, base64
     static let key2 = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA"  // 32 bytes, base64url
 
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tg-config-\(UUID().uuidString)")
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
     func write(_ text: String, extension ext: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tg-config-\(UUID().uuidString).\(ext)").path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("\(UUID().uuidString).\(ext)").path
+        try text.write(toFile: path, atomically: false, encoding: .utf8)
         return path
     }
 
