@@ -1,12 +1,23 @@
+// SHA256_Init/Update/Final are deprecated since OpenSSL 3.0 (not removed): see CShims_SHA256.
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include <string.h>
 #include <openssl/crypto.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/obj_mac.h>
 #include <openssl/param_build.h>
+#include <openssl/sha.h>
 #include "CShims_openssl.h"
 
 void CShims_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); }
+
+void CShims_SHA256(const void *data, size_t count, unsigned char *out) {
+    SHA256_CTX context;
+    SHA256_Init(&context);
+    SHA256_Update(&context, data, count);
+    SHA256_Final(out, &context);
+    OPENSSL_cleanse(&context, sizeof context);
+}
 
 // Runs EVP_PKEY_fromdata for a public key of `type` ("RSA" or "EC") from `params`.
 static EVP_PKEY *CShims_public_key_fromdata(const char *type, OSSL_PARAM *params) {

@@ -1,17 +1,28 @@
 internal import COpenSSL
+internal import CShims
 
 /// One-shot message digests and HMAC.
 public enum Digest {
     /// SHA-256 of `bytes` (32 bytes).
-    public static func sha256(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, Fetched.sha256.md, length: 32) }
+    public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        withNonNullBytes(bytes) { input, count in sha256(UnsafeRawBufferPointer(start: input, count: count)) }
+    }
 
     /// SHA-256 of a string's UTF-8 (32 bytes), read in place when the string is stored
     /// contiguously (a bearer token is hashed on every API call).
     public static func sha256<Text: StringProtocol>(utf8 text: Text) -> [UInt8] {
         // Empty input goes through the array path, which gives OpenSSL a non-NULL pointer.
         guard !text.utf8.isEmpty else { return sha256([]) }
-        return text.utf8.withContiguousStorageIfAvailable { digest(UnsafeRawBufferPointer($0), Fetched.sha256.md, length: 32) }
-            ?? sha256(Array(text.utf8))
+        return text.utf8.withContiguousStorageIfAvailable { sha256(UnsafeRawBufferPointer($0)) } ?? sha256(Array(text.utf8))
+    }
+
+    /// `input` must have a base address. OpenSSL's low-level SHA-256 (`CShims_SHA256`: no
+    /// allocation, no provider dispatch), which cannot fail.
+    private static func sha256(_ input: UnsafeRawBufferPointer) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: 32) { buffer, initialized in
+            CShims_SHA256(input.baseAddress, input.count, buffer.baseAddress)
+            initialized = 32
+        }
     }
 
     /// SHA-384 of `bytes` (48 bytes).
@@ -32,7 +43,6 @@ public enum Digest {
             md = EVP_MD_fetch(nil, name, nil)
         }
 
-        static let sha256 = Fetched("SHA2-256")
         static let sha384 = Fetched("SHA2-384")
         static let sha512 = Fetched("SHA2-512")
     }

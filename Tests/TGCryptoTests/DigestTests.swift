@@ -11,6 +11,19 @@ struct DigestTests {
         #expect(Digest.sha256([]) == hex("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"))
     }
 
+    // Two more blocks (padding past the first block) and many: the low-level functions
+    // (`CShims_SHA256`) over every length a caller may give.
+    @Test func sha256OfMultiBlockInputsMatchesFIPSExamples() {
+        #expect(
+            Digest.sha256(utf8("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"))
+                == hex("248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        )
+        #expect(
+            Digest.sha256([UInt8](repeating: UInt8(ascii: "a"), count: 1_000_000))
+                == hex("cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        )
+    }
+
     @Test func sha256OfAStringInPlaceMatchesTheOneOfItsBytes() {
         let token = "bearer-token-0123456789_abcdefghijklmnopqrstuvwxyz"
         #expect(Digest.sha256(utf8: token) == Digest.sha256(Array(token.utf8)))

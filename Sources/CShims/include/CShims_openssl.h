@@ -7,6 +7,12 @@
 // OPENSSL_free is a function-like macro.
 void CShims_OPENSSL_free(void *pointer);
 
+// SHA-256 of `count` bytes at `data` into the 32 bytes at `out`, with OpenSSL's low-level
+// functions: no allocation and no provider dispatch (63 against 185–261 ns for EVP_Digest with a
+// fetched digest, for a 48-byte token; the bearer token of every API call is hashed). Why C: they
+// are deprecated since OpenSSL 3.0 (not removed), and Swift would warn on each use.
+void CShims_SHA256(const void *data, size_t count, unsigned char *out);
+
 // Builds an RSA public key from big-endian modulus and exponent octets (a JWK's `n` and `e`).
 // Why C: OSSL_PARAM_BLD_push_BN keeps the key-NAME pointer until OSSL_PARAM_BLD_to_param, and
 // a Swift string's C pointer lives only for one call (heap-use-after-free, see docs/c-libraries.md);
