@@ -16,7 +16,7 @@ let uriLogCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CCha
     uri,
     connection in
     let daemon = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue()
-    daemon.server.inFlight.add(1, ordering: .relaxed)
+    daemon.inFlight.add(1, ordering: .relaxed)
     let context = RequestContext(target: uri.map { String(cString: $0) } ?? "/", connection: connection, daemon: daemon)
     if let connection, let entry = CShims_MHD_socket_context(connection) {
         context.connectionEntry = Unmanaged<HeadDeadlines.Entry>.fromOpaque(entry).takeUnretainedValue()
@@ -69,7 +69,8 @@ let requestCompletedCallback:
         _,
         contextSlot,
         _ in
-        let server = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue().server
+        let daemon = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue()
+        let server = daemon.server
         guard let contextSlot, let raw = contextSlot.pointee else { return }
         contextSlot.pointee = nil
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
@@ -83,7 +84,7 @@ let requestCompletedCallback:
             }
             wake?.resume()
         }
-        server.inFlight.subtract(1, ordering: .releasing)
+        daemon.inFlight.subtract(1, ordering: .releasing)
     }
 
 /// libmicrohttpd's diagnostics, already formatted by `CShims_MHD_log_adapter`.
@@ -236,7 +237,7 @@ extension HTTPServer {
             context.task = task
             context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout)
             context.daemon.suspend(connection)
-            suspensions.add(1, ordering: .relaxed)
+            context.daemon.suspensions.add(1, ordering: .relaxed)
             deadlines.register(context)
             lock.unlock()
             return MHD_Result.YES

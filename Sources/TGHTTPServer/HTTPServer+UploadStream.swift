@@ -106,7 +106,7 @@ extension HTTPServer {
             return queue(response, on: connection, daemon: context.daemon)
         case .suspend:
             context.daemon.suspend(connection)
-            suspensions.add(1, ordering: .relaxed)
+            context.daemon.suspensions.add(1, ordering: .relaxed)
             lock.unlock()
             wake?.resume()
             return MHD_Result.YES

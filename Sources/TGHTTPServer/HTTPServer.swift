@@ -44,8 +44,6 @@ public final class HTTPServer: @unchecked Sendable {
 
     public let configuration: Configuration
     let handler: Handler
-    let inFlight = Atomic<Int>(0)
-    let suspensions = Atomic<Int>(0)
     let uploadPauses = Atomic<Int>(0)
     /// Connections suspended right now (all loops).
     let suspendedNow = Atomic<Int>(0)
@@ -59,6 +57,8 @@ public final class HTTPServer: @unchecked Sendable {
     private(set) var deadlines: DeadlineWatcher!
     private let lifecycleLock = Lock()
     private var daemons: [LoopDaemon] = []
+    /// Every daemon started, kept after shutdown for their counters.
+    private var startedDaemons: [LoopDaemon] = []
     /// Loops the server made itself (none when given a group), stopped with it.
     private var ownedLoops: EventLoopGroup?
     private let givenLoops: EventLoopGroup?
@@ -101,14 +101,20 @@ public final class HTTPServer: @unchecked Sendable {
     public var port: UInt16 { lifecycleLock.withLock { boundPort } }
 
     /// Requests between their request line and their completion, deferred or not.
-    public var requestsInFlight: Int { inFlight.load(ordering: .relaxed) }
+    public var requestsInFlight: Int { Self.inFlight(lifecycleLock.withLock { startedDaemons }) }
 
     /// Connections closed as they opened because their address had too many open already.
     public var perIPRefusedCount: Int { perIPRefusals.load(ordering: .relaxed) }
 
     /// Requests whose connection had to be suspended while an async handler worked (the others
     /// were answered inline). A counter for metrics and tests.
-    public var suspendedRequestCount: Int { suspensions.load(ordering: .relaxed) }
+    public var suspendedRequestCount: Int {
+        lifecycleLock.withLock { startedDaemons }.reduce(0) { $0 + $1.suspensions.load(ordering: .relaxed) }
+    }
+
+    private static func inFlight(_ daemons: [LoopDaemon]) -> Int {
+        daemons.reduce(0) { $0 + $1.inFlight.load(ordering: .acquiring) }
+    }
 
     /// How often a streamed request body filled its buffer, so its connection was suspended
     /// until the reader caught up (back-pressure). A counter for metrics and tests.
@@ -140,6 +146,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
             for loopDaemon in made { loopDaemon.loop.execute { loopDaemon.attach() } }
             daemons = made
+            startedDaemons += made
             boundPort = sockets.port
             started = true
             deadlines.start()
@@ -164,13 +171,13 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let clock = ContinuousClock()
         let giveUp = clock.now.advanced(by: configuration.drainTimeout)
-        while inFlight.load(ordering: .acquiring) > 0, clock.now < giveUp {
+        while Self.inFlight(stopping) > 0, clock.now < giveUp {
             try? await Task.sleep(for: .milliseconds(5))
         }
-        if inFlight.load(ordering: .acquiring) > 0 {
+        if Self.inFlight(stopping) > 0 {
             deadlines.expireAll()
             let last = clock.now.advanced(by: .seconds(1))
-            while deadlines.count > 0 || inFlight.load(ordering: .acquiring) > 0, clock.now < last {
+            while deadlines.count > 0 || Self.inFlight(stopping) > 0, clock.now < last {
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }

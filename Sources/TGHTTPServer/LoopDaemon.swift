@@ -18,8 +18,8 @@ import Glibc
 /// a resume idempotent and lets shutdown close every one of them before the daemon stops
 /// (stopping a daemon with a suspended connection aborts the process).
 final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
-    // Invariants: every field but `server`, `loop` and `logTarget` is touched only on the loop's
-    // thread, once `attach()` ran there (before: only by the thread that created the daemon,
+    // Invariants: every field but `server`, `loop`, `logTarget` and the counters (atomics,
+    // written on the loop's thread, read anywhere) is touched only on the loop's thread, once `attach()` ran there (before: only by the thread that created the daemon,
     // which has not handed it to the loop yet). libmicrohttpd calls every callback of this
     // daemon from `MHD_run`, that is, on the loop.
     /// Unchecked: the server's deinit stops its daemons and waits for that on the loop, and
@@ -36,6 +36,11 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     /// Shutting down: every callback refuses work, so resumed connections close.
     private(set) var closing = false
     let logTarget = UnsafeMutablePointer<CShims_MHD_LogTarget>.allocate(capacity: 1)
+    /// This loop's requests between their request line and their completion, and its suspended
+    /// connections so far. Counted per loop, written only by the loop's thread: one counter for
+    /// the whole server had every request of every loop write the same cache line.
+    let inFlight = Atomic<Int>(0)
+    let suspensions = Atomic<Int>(0)
 
     init(server: HTTPServer, loop: EventLoop) {
         self.server = server
