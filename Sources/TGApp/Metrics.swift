@@ -12,16 +12,9 @@ import TGPostgres
 public final class TokenGateMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     public let factory: PrometheusMetricsFactory
-    /// The request counter and timer of each (route, method, status) seen: making them through
-    /// the registry costs a lock and a lookup by name and labels, on every request otherwise.
-    /// Split by event loop (`shard`): one lock for all loops would bounce between their cores on
-    /// every request.
-    private let requestMetrics = (0..<16).map { _ in RequestMetricsShard() }
-
-    final class RequestMetricsShard: Sendable {
-        /// By ``requestKey(route:method:status:)``: an integer, hashed without reading a string.
-        let known = Mutex<[Int: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]>([:])
-    }
+    /// Requests by route, method and status, and their latency: counted per event loop
+    /// (``RequestMetrics``), outside the registry.
+    private let requestMetrics = RequestMetrics()
 
     /// Proxied calls by the path that answered them: `loop` (session and upstream token from
     /// memory, answered on the event loop) or `task` (anything the memory could not answer).
@@ -31,12 +24,7 @@ public final class TokenGateMetrics: Sendable {
     public init() {
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
-        // Latency buckets from 1 ms: a cached proxy hop takes a few.
-        factory.defaultDurationHistogramBuckets = [
-            .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
-            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5),
-            .seconds(10), .seconds(30),
-        ]
+        factory.defaultDurationHistogramBuckets = RequestMetrics.bucketBounds
         self.factory = factory
         proxyLoopCalls = CoreMetrics.Counter(label: "tokengate_proxy_calls_total", dimensions: [("path", "loop")], factory: factory)
         proxyTaskCalls = CoreMetrics.Counter(label: "tokengate_proxy_calls_total", dimensions: [("path", "task")], factory: factory)
@@ -63,23 +51,19 @@ public final class TokenGateMetrics: Sendable {
     /// time to the response head in nanoseconds.
     func request(route: RouteName, method: HTTPRequest.Method, status: Int, nanoseconds: Int64, shard: Int = 0) {
         let methodNumber = Self.methodNumber(method)
-        let key = Self.requestKey(route: route, method: methodNumber, status: status)
-        let metrics = requestMetrics[shard & (requestMetrics.count - 1)].known.withLock { known in
-            if let metrics = known[key] { return metrics }
-            let label = methodNumber == 0 ? "other" : Self.methods[methodNumber - 1].rawValue
-            let made = (
-                counter: CoreMetrics.Counter(
-                    label: "tokengate_http_requests_total",
-                    dimensions: [("route", route.pattern), ("method", label), ("status", String(status))],
-                    factory: factory
-                ),
-                timer: CoreMetrics.Timer(label: "tokengate_http_request_duration_seconds", dimensions: [("route", route.pattern)], factory: factory)
-            )
-            known[key] = made
-            return made
-        }
-        metrics.counter.increment()
-        metrics.timer.recordNanoseconds(nanoseconds)
+        requestMetrics.record(
+            key: Self.requestKey(route: route, method: methodNumber, status: status),
+            labels: { (route.pattern, methodNumber == 0 ? "other" : Self.methods[methodNumber - 1].rawValue, status) },
+            nanoseconds: nanoseconds,
+            shard: shard
+        )
+    }
+
+    /// The whole scrape: the registry's metrics, then the request counts.
+    func emit() -> [UInt8] {
+        var buffer = registry.emitToBuffer()
+        requestMetrics.emit(into: &buffer)
+        return buffer
     }
 
     /// Adds `GET /metrics`; `database` and `auth` give the gauges read at each scrape.
@@ -104,7 +88,7 @@ public final class TokenGateMetrics: Sendable {
                 return ServerResponse(
                     status: .ok,
                     headerFields: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
-                    body: .bytes(registry.emitToBuffer())
+                    body: .bytes(emit())
                 )
             }
         )
