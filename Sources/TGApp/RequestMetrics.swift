@@ -45,11 +45,16 @@ struct RequestMetrics: Sendable {
     func record(key: Int, labels: () -> (route: String, method: String, status: Int), nanoseconds: Int64, shard: Int) {
         let bucket = Self.boundNanoseconds.firstIndex { nanoseconds <= $0 } ?? Self.boundNanoseconds.count
         shards[shard & (shards.count - 1)].entries.withLock { entries in
-            if entries[key] == nil {
+            // In place: through `values[index]` the entry's buckets stay uniquely referenced (an
+            // optional-chained `entries[key]?` write would copy them on every request).
+            if let index = entries.index(forKey: key) {
+                entries.values[index].add(bucket: bucket, nanoseconds: nanoseconds)
+            } else {
                 let made = labels()
-                entries[key] = Entry(route: made.route, method: made.method, status: made.status)
+                var entry = Entry(route: made.route, method: made.method, status: made.status)
+                entry.add(bucket: bucket, nanoseconds: nanoseconds)
+                entries[key] = entry
             }
-            entries[key]?.add(bucket: bucket, nanoseconds: nanoseconds)
         }
     }
 
