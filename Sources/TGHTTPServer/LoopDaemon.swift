@@ -19,8 +19,9 @@ import Glibc
 /// (stopping a daemon with a suspended connection aborts the process).
 final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     // Invariants: every field but `server`, `loop`, `logTarget` and the counters (atomics,
-    // written on the loop's thread, read anywhere) is touched only on the loop's thread, once `attach()` ran there (before: only by the thread that created the daemon,
-    // which has not handed it to the loop yet). libmicrohttpd calls every callback of this
+    // written on the loop's thread, read anywhere) is touched only on the loop's thread, once
+    // `attach()` ran there (before: only by the thread that created the daemon, which has not
+    // handed it to the loop yet). libmicrohttpd calls every callback of this
     // daemon from `MHD_run`, that is, on the loop.
     /// Unchecked: the server's deinit stops its daemons and waits for that on the loop, and
     /// libmicrohttpd calls back (through this) while it does; a checked unowned reference to an

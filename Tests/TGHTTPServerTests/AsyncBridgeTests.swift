@@ -52,6 +52,9 @@ import Testing
         // Serially this would take 60 s; suspended connections overlap their waits (the bound is
         // loose: 200 curl transfers on a loaded 2-core machine take seconds by themselves).
         #expect(elapsed < .seconds(20))
+        // Each loop counts its own; the server's figures are the sums over both loops.
+        #expect(server.suspendedRequestCount == 200)
+        #expect(server.requestsInFlight == 0)
         await server.shutdown()
     }
 
