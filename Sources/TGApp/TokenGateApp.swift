@@ -233,10 +233,18 @@ public enum TokenGateApp {
         )
         if !upstreams.isEmpty {
             settings.limits = { _, path in
-                let bytes = path.utf8
-                guard bytes.starts(with: "/api/".utf8) else { return nil }
-                let name = bytes.dropFirst(5)
-                return upstreams[String(Substring(name.prefix { $0 != UInt8(ascii: "/") }))]
+                // On the path's bytes in place: every request's path is checked here.
+                var path = path
+                return path.withUTF8 { bytes -> HTTPServer.RequestLimits? in
+                    let prefix: StaticString = "/api/"
+                    guard bytes.count > prefix.utf8CodeUnitCount, memcmp(bytes.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
+                    else { return nil }
+                    let name = UnsafeBufferPointer(rebasing: bytes[prefix.utf8CodeUnitCount...])
+                    let end = memchr(name.baseAddress!, Int32(UInt8(ascii: "/")), name.count).map {
+                        UnsafeRawPointer(name.baseAddress!).distance(to: UnsafeRawPointer($0))
+                    }
+                    return upstreams[String(decoding: UnsafeBufferPointer(rebasing: name[..<(end ?? name.count)]), as: UTF8.self)]
+                }
             }
         }
         return settings

@@ -16,14 +16,18 @@ public struct OpaqueToken: Sendable {
     /// The stored form of a presented token, or nil for one that cannot be TokenGate's (empty,
     /// too long or not base64url), so that garbage never reaches a query.
     public static func hashIfWellFormed<Text: StringProtocol>(_ presented: Text) -> PostgresBytes? {
-        let bytes = presented.utf8
-        guard (16...128).contains(bytes.count),
-            bytes.allSatisfy({
-                (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || $0 == 0x2D
-                    || $0 == 0x5F
-            })
-        else { return nil }
-        return hash(presented)
+        // On the bytes in place: every proxied call's token is checked here.
+        let wellFormed = presented.utf8.withContiguousStorageIfAvailable(isWellFormed) ?? Array(presented.utf8).withUnsafeBufferPointer(isWellFormed)
+        return wellFormed ? hash(presented) : nil
+    }
+
+    private static func isWellFormed(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard (16...128).contains(bytes.count) else { return false }
+        for byte in bytes {
+            let alphanumeric = (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+            guard alphanumeric || byte == 0x2D || byte == 0x5F else { return false }
+        }
+        return true
     }
 
     static func hash<Text: StringProtocol>(_ value: Text) -> PostgresBytes { PostgresBytes(Digest.sha256(utf8: value)) }

@@ -200,9 +200,7 @@ extension HTTPClient {
         }
         let path = path ?? "/"
         // No user info (`@`) in the authority; no spaces or control characters anywhere.
-        let unsafe: (UInt8) -> Bool = { $0 <= 0x20 || $0 == 0x7F }
-        guard path.utf8.first == UInt8(ascii: "/"), !authority.utf8.contains(UInt8(ascii: "@")),
-            !authority.utf8.contains(where: unsafe), !path.utf8.contains(where: unsafe)
+        guard path.utf8.first == UInt8(ascii: "/"), Self.isClean(authority, refusing: UInt8(ascii: "@")), Self.isClean(path)
         else { throw HTTPClientError.invalidURL }
         let secure: Bool
         if Self.isScheme(scheme, "https") {
@@ -230,13 +228,24 @@ extension HTTPClient {
         return RequestURL(url: url)
     }
 
+    /// No space, control byte or DEL in `text` (nor `refused`, if given). On the bytes in place:
+    /// every request's authority and path pass here.
+    private static func isClean(_ text: String, refusing refused: UInt8 = 0x7F) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            for byte in bytes where byte <= 0x20 || byte == 0x7F || byte == refused { return false }
+            return true
+        }
+    }
+
     /// `scheme` is `expected` (lowercase ASCII), in any case.
     private static func isScheme(_ scheme: String, _ expected: StaticString) -> Bool {
-        let actual = scheme.utf8
-        guard actual.count == expected.utf8CodeUnitCount else { return false }
-        return zip(actual, UnsafeBufferPointer(start: expected.utf8Start, count: expected.utf8CodeUnitCount)).allSatisfy {
-            $0 | 0x20 == $1
+        let matches: (UnsafeBufferPointer<UInt8>) -> Bool = { actual in
+            guard actual.count == expected.utf8CodeUnitCount else { return false }
+            for index in 0..<actual.count where actual[index] | 0x20 != expected.utf8Start[index] { return false }
+            return true
         }
+        return scheme.utf8.withContiguousStorageIfAvailable(matches) ?? Array(scheme.utf8).withUnsafeBufferPointer(matches)
     }
 
     static func host(of authority: String) -> String {

@@ -1,5 +1,9 @@
 public import HTTPTypes
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A response head as libcurl delivered it: the status and the header lines' bytes. Parsed by
 /// whoever needs fields (``parse()``), or read line by line where building them would cost more
 /// than the call (``forEachField(_:)``, the proxy's relay), so the event thread only copies bytes.
@@ -26,55 +30,72 @@ public struct RawHead: Sendable {
     /// Each `name: value` line, the value without surrounding spaces and tabs (lines without a
     /// colon are skipped; the name is not checked).
     public func forEachField(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Void) {
-        var lineStart = 0
-        let count = bytes.count
         bytes.withUnsafeBufferPointer { buffer in
-            while lineStart < count {
-                var lineEnd = lineStart
-                while lineEnd < count, buffer[lineEnd] != 0x0A { lineEnd += 1 }
-                var end = lineEnd
-                while end > lineStart, buffer[end - 1] == 0x0D || buffer[end - 1] == 0x0A { end -= 1 }
-                if let colon = buffer[lineStart..<end].firstIndex(of: 0x3A) {
-                    var valueStart = colon + 1
-                    while valueStart < end, buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09 { valueStart += 1 }
-                    var valueEnd = end
-                    while valueEnd > valueStart, buffer[valueEnd - 1] == 0x20 || buffer[valueEnd - 1] == 0x09 { valueEnd -= 1 }
-                    body(
-                        UnsafeBufferPointer(rebasing: buffer[lineStart..<colon]),
-                        UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])
-                    )
-                }
-                lineStart = lineEnd + 1
+            Self.forEachLine(buffer) { lineStart, end in
+                // `memchr` finds the line's end and its colon (the relay walks every answer's head).
+                guard let colon = Self.find(0x3A, in: buffer, lineStart..<end) else { return }
+                var valueStart = colon + 1
+                while valueStart < end, buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09 { valueStart += 1 }
+                var valueEnd = end
+                while valueEnd > valueStart, buffer[valueEnd - 1] == 0x20 || buffer[valueEnd - 1] == 0x09 { valueEnd -= 1 }
+                body(
+                    UnsafeBufferPointer(rebasing: buffer[lineStart..<colon]),
+                    UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])
+                )
             }
         }
+    }
+
+    /// Each line of `buffer` as its start and its end before CR or LF.
+    private static func forEachLine(_ buffer: UnsafeBufferPointer<UInt8>, _ body: (_ start: Int, _ end: Int) -> Void) {
+        var lineStart = 0
+        while lineStart < buffer.count {
+            let lineEnd = find(0x0A, in: buffer, lineStart..<buffer.count) ?? buffer.count
+            var end = lineEnd
+            while end > lineStart, buffer[end - 1] == 0x0D || buffer[end - 1] == 0x0A { end -= 1 }
+            body(lineStart, end)
+            lineStart = lineEnd + 1
+        }
+    }
+
+    /// The first `byte` in `range` of `buffer`.
+    private static func find(_ byte: UInt8, in buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
+        guard !range.isEmpty, let base = buffer.baseAddress, let found = memchr(base + range.lowerBound, Int32(byte), range.count) else {
+            return nil
+        }
+        return UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
     }
 
     /// The announced `Content-Length`, if there is one and it is well-formed.
     public var contentLength: Int? { Self.contentLength(in: bytes) }
 
-    private static let contentLengthName = Array("content-length:".utf8)
-
     /// The `Content-Length` in raw header lines, if one is there and well-formed (scanned on the
     /// event thread without building fields).
     static func contentLength(in bytes: [UInt8]) -> Int? {
-        let name = contentLengthName
-        var lineStart = 0
-        while lineStart < bytes.count {
-            let lineEnd = bytes[lineStart...].firstIndex(of: 0x0A) ?? bytes.count
-            if lineEnd - lineStart > name.count,
-                zip(bytes[lineStart...], name).allSatisfy({ (0x41...0x5A).contains($0) ? $0 | 0x20 == $1 : $0 == $1 })
-            {
+        bytes.withUnsafeBufferPointer { buffer in
+            var length: Int?? = nil
+            forEachLine(buffer) { start, end in
+                let name: StaticString = "content-length:"
+                let nameCount = name.utf8CodeUnitCount
+                guard length == nil, end - start > nameCount,
+                    (0..<nameCount).allSatisfy({ index in
+                        let byte = buffer[start + index]
+                        return ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) == name.utf8Start[index]
+                    })
+                else { return }
                 var value = 0
                 var digits = 0
-                for byte in bytes[(lineStart + name.count)..<lineEnd] where byte != 0x20 && byte != 0x09 && byte != 0x0D {
-                    guard (0x30...0x39).contains(byte), digits < 18 else { return nil }
+                for byte in buffer[(start + nameCount)..<end] where byte != 0x20 && byte != 0x09 {
+                    guard (0x30...0x39).contains(byte), digits < 18 else {
+                        length = .some(nil)
+                        return
+                    }
                     value = value * 10 + Int(byte - 0x30)
                     digits += 1
                 }
-                return digits > 0 ? value : nil
+                length = .some(digits > 0 ? value : nil)
             }
-            lineStart = lineEnd + 1
+            return length ?? nil
         }
-        return nil
     }
 }

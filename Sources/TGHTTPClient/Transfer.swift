@@ -162,12 +162,11 @@ final class Transfer: @unchecked Sendable {
         }
         clientLines = ClientLines()
         let nodes = block.bindMemory(to: curl_slist.self, capacity: count)
+        // Each of the `count` lines ends in its NUL: `strlen` steps from one to the next.
         var start = 0
-        var index = 0
-        for position in 0..<textBytes where text[position] == 0 {
+        for index in 0..<count {
             (nodes + index).initialize(to: curl_slist(data: text + start, next: index + 1 < count ? nodes + index + 1 : nil))
-            start = position + 1
-            index += 1
+            start += strlen(text + start) + 1
         }
         headerBlock = block
         headerList = nodes
@@ -300,7 +299,7 @@ final class Transfer: @unchecked Sendable {
     /// a new block, a blank line ends it.
     func receiveHeader(_ line: UnsafeBufferPointer<UInt8>) {
         idle?.moved()
-        if line.starts(with: Self.statusPrefix) {
+        if Self.isStatusLine(line) {
             // "HTTP/1.1 200 …" or "HTTP/2 200": the three digits after the first space.
             status = 0
             if let space = line.firstIndex(of: 0x20), space + 3 < line.count || space + 3 == line.count {
@@ -326,7 +325,11 @@ final class Transfer: @unchecked Sendable {
         }
     }
 
-    private static let statusPrefix: [UInt8] = Array("HTTP/".utf8)
+    /// The line starts with `HTTP/` (a status line; compared in place, once per header line).
+    private static func isStatusLine(_ line: UnsafeBufferPointer<UInt8>) -> Bool {
+        line.count >= 5 && line[0] == UInt8(ascii: "H") && line[1] == UInt8(ascii: "T") && line[2] == UInt8(ascii: "T")
+            && line[3] == UInt8(ascii: "P") && line[4] == UInt8(ascii: "/")
+    }
 
     /// Body bytes: kept (buffered), queued (streaming), or refused with a pause when the consumer
     /// is behind.

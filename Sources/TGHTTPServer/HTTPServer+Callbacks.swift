@@ -78,11 +78,17 @@ let requestCompletedCallback:
         // Only an async handler's task (or a streamed body's reader) can reach the connection
         // from another thread.
         if context.isAsync {
-            let wake = server.lock(for: context).withLock {
-                context.connection = nil
-                return context.bodyStream?.closeLocked()
+            let lock = server.lock(for: context)
+            lock.lock()
+            context.connection = nil
+            // No optional `Wake` (a generic layout) to carry when no body streams (most requests).
+            if let bodyStream = context.bodyStream {
+                let wake = bodyStream.closeLocked()
+                lock.unlock()
+                wake?.resume()
+            } else {
+                lock.unlock()
             }
-            wake?.resume()
         }
         daemon.inFlight.subtract(1, ordering: .releasing)
     }
@@ -131,7 +137,7 @@ extension HTTPServer {
             }
             context.method = parsed
             let target = context.target
-            let limits = configuration.limits?(parsed, target[..<(target.utf8.firstIndex(of: UInt8(ascii: "?")) ?? target.endIndex)])
+            let limits = configuration.limits?(parsed, target[..<(ServerRequest.queryMark(in: target) ?? target.endIndex)])
             context.maxBodySize = limits?.maxBodySize ?? configuration.maxBodySize
             context.requestTimeout = limits?.requestTimeout ?? configuration.requestTimeout
             collectHeaders(connection, into: context)
@@ -256,9 +262,14 @@ extension HTTPServer {
         if action == .resume, let connection = context.connection {
             context.daemon.resume(connection)
         }
-        let wake = context.bodyStream?.failLocked(bodyError)
-        lock.unlock()
-        wake?.resume()
+        // Most requests have no streamed body: no optional `Wake` (a generic layout) to carry.
+        if let bodyStream = context.bodyStream {
+            let wake = bodyStream.failLocked(bodyError)
+            lock.unlock()
+            wake?.resume()
+        } else {
+            lock.unlock()
+        }
         if registered {
             deadlines.remove(context)
             if response.status == .serviceUnavailable { task?.cancel() }

@@ -1,5 +1,9 @@
 public import HTTPTypes
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A request's header fields as bytes, in the order received: what the server keeps of a head
 /// instead of an `HTTPFields` (building one checks, lowercases and copies every field of every
 /// request, and most requests read two fields at most). ``httpFields`` builds one on demand.
@@ -37,9 +41,12 @@ public struct RequestFields: Sendable, Equatable {
         if storage.capacity == 0 { storage.reserveCapacity(256) }
         storage.append(contentsOf: name)
         storage.append(0)
-        for index in start..<end {
-            let byte = value[index]
-            storage.append(byte < 0x20 && byte != 0x09 || byte == 0x7F ? 0x20 : byte)
+        let valueStart = storage.count
+        storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[start..<end]))
+        storage.withUnsafeMutableBufferPointer { bytes in
+            for index in valueStart..<bytes.count where bytes[index] < 0x20 && bytes[index] != 0x09 || bytes[index] == 0x7F {
+                bytes[index] = 0x20
+            }
         }
         storage.append(0)
         count += 1
@@ -106,16 +113,17 @@ public struct RequestFields: Sendable, Equatable {
     /// Each field's name and value, in order, until `body` returns false.
     private func walk(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Bool) {
         storage.withUnsafeBufferPointer { bytes in
+            // Every name and value ends in a NUL (and holds none): `strlen` finds each end.
+            guard let base = bytes.baseAddress else { return }
+            let text = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
             var index = 0
             while index < bytes.count {
-                let nameStart = index
-                while bytes[index] != 0 { index += 1 }
-                let name = UnsafeBufferPointer(rebasing: bytes[nameStart..<index])
-                index += 1
-                let valueStart = index
-                while bytes[index] != 0 { index += 1 }
-                let value = UnsafeBufferPointer(rebasing: bytes[valueStart..<index])
-                index += 1
+                let nameLength = strlen(text + index)
+                let name = UnsafeBufferPointer(start: base + index, count: nameLength)
+                index += nameLength + 1
+                let valueLength = strlen(text + index)
+                let value = UnsafeBufferPointer(start: base + index, count: valueLength)
+                index += valueLength + 1
                 guard body(name, value) else { return }
             }
         }

@@ -1,6 +1,10 @@
 public import HTTPTypes
 public import TGEventLoop
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A request as the server received it: the head, the whole body (at most the configured size)
 /// or, for a route that streams its body, the body as it arrives; and the peer's address.
 public struct ServerRequest: Sendable {
@@ -62,14 +66,25 @@ public struct ServerRequest: Sendable {
 
     /// The path without the query, still percent-encoded as sent.
     public var path: Substring {
-        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target[...] }
+        guard let mark = Self.queryMark(in: target) else { return target[...] }
         return target[..<mark]
     }
 
     /// The raw query string after `?`, or nil when there is none.
     public var rawQuery: Substring? {
-        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        guard let mark = Self.queryMark(in: target) else { return nil }
         return target[target.utf8.index(after: mark)...]
+    }
+
+    /// The `?` that starts the query in a request target, if any: found with `memchr` in the
+    /// string's bytes (every request's target is split here, some more than once).
+    static func queryMark(in target: String) -> String.Index? {
+        let found = target.utf8.withContiguousStorageIfAvailable { bytes -> Int? in
+            guard let base = bytes.baseAddress, let mark = memchr(base, Int32(UInt8(ascii: "?")), bytes.count) else { return nil }
+            return UnsafeRawPointer(base).distance(to: UnsafeRawPointer(mark))
+        }
+        guard let found else { return target.utf8.firstIndex(of: UInt8(ascii: "?")) }
+        return found.map { target.utf8.index(target.utf8.startIndex, offsetBy: $0) }
     }
 
     /// Query parameters in order, percent- and `+`-decoded (`application/x-www-form-urlencoded`).

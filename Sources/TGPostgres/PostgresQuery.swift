@@ -141,6 +141,21 @@ public struct PostgresBytes: PostgresEncodable, Equatable, Hashable {
     public var bytes: [UInt8]
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
     public static var postgresTypeOID: UInt32 { 17 }  // bytea
+
+    // The bytes in one piece: a token hash is a cache key looked up on every proxied call, and
+    // the synthesized conformance would feed the hasher byte by byte.
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    public static func == (lhs: PostgresBytes, rhs: PostgresBytes) -> Bool {
+        lhs.bytes.withUnsafeBytes { left in
+            rhs.bytes.withUnsafeBytes { right in
+                left.count == right.count && (left.isEmpty || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0)
+            }
+        }
+    }
+
     public var postgresText: String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]("\\x".utf8)

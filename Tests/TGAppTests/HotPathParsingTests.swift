@@ -48,7 +48,7 @@ import Testing
         ]
         let head = RawHead(status: 200, bytes: Array(lines.map { $0 + "\r\n" }.joined().utf8))
         var response = ServerResponse(status: .ok)
-        ProxyHeaders.relay(head, location: nil, into: &response)
+        ProxyHeaders.relay(head, location: { nil }, into: &response)
         var expected = RawHeaderFields()
         for field in ProxyHeaders.response(head.parse().headerFields) where field.name != .contentLength {
             let appended = expected.append(name: field.name.rawName, value: field.value)
@@ -63,7 +63,7 @@ import Testing
         // A Location under the API's base URL becomes TokenGate's; it is not relayed twice.
         let location = ProxyLocation(baseURL: "https://api.example/v1", name: "graph", publicBaseURL: "https://gate.example")
         var rewritten = ServerResponse(status: .ok)
-        ProxyHeaders.relay(head, location: location, into: &rewritten)
+        ProxyHeaders.relay(head, location: { location }, into: &rewritten)
         #expect(rewritten.headerFields[.location] == "https://gate.example/api/graph/next")
         var withoutLocation = RawHeaderFields()
         for field in ProxyHeaders.response(head.parse().headerFields) where field.name != .contentLength && field.name != .location {

@@ -130,16 +130,34 @@ enum AuthRoutes {
 
     /// ``bearer(_:)`` as a slice of the header, not copied (the cached proxy path only hashes it).
     static func bearerToken(_ request: ServerRequest) throws -> Substring {
-        // On the bytes: this runs on every proxied call.
-        guard let header = request.fields.first(.authorization)?.utf8, header.count > 7,
-            zip(header.prefix(7), "bearer ".utf8).allSatisfy({ (0x41...0x5A).contains($0) ? $0 | 0x20 == $1 : $0 == $1 })
+        // On the bytes in place: this runs on every proxied call.
+        guard let header = request.fields.first(.authorization),
+            let bounds = header.utf8.withContiguousStorageIfAvailable(Self.bearerBounds) ?? Self.bearerBounds(Array(header.utf8))
         else {
             throw AuthProblem(.invalidToken, "Send the TokenGate access token as Authorization: Bearer <token>.")
         }
-        let isBlank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
-        let token = header.dropFirst(7).drop(while: isBlank)
-        let end = token.lastIndex(where: { !isBlank($0) }).map(header.index(after:)) ?? token.startIndex
-        return Substring(token[token.startIndex..<end])
+        let utf8 = header.utf8
+        return Substring(utf8[utf8.index(utf8.startIndex, offsetBy: bounds.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: bounds.upperBound)])
+    }
+
+    /// Where the token is in an `Authorization` value: after `Bearer` (any case) and blanks, before
+    /// trailing blanks; nil when the scheme is not `Bearer` or nothing follows it.
+    private static func bearerBounds(_ bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        let scheme: StaticString = "bearer "
+        guard bytes.count > scheme.utf8CodeUnitCount else { return nil }
+        for index in 0..<scheme.utf8CodeUnitCount {
+            let byte = bytes[index]
+            guard ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) == scheme.utf8Start[index] else { return nil }
+        }
+        var start = scheme.utf8CodeUnitCount
+        var end = bytes.count
+        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+        return start..<end
+    }
+
+    private static func bearerBounds(_ bytes: [UInt8]) -> Range<Int>? {
+        bytes.withUnsafeBufferPointer(bearerBounds)
     }
 
     /// The body's `application/x-www-form-urlencoded` parameters.

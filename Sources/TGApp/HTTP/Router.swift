@@ -2,6 +2,10 @@ public import HTTPTypes
 import Synchronization
 public import TGHTTPServer
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What a route handler is given besides the request.
 public struct RequestInfo: Sendable {
     /// The request id (from a well-formed `X-Request-ID`, else generated); echoed in the response.
@@ -171,42 +175,54 @@ public struct Router: Sendable {
     }
 
     /// The pattern's parameters in `path`, or nil when it does not fit. Works on the path's bytes
-    /// (every API call comes through here).
+    /// in place (every API call comes through here, past the patterns before its own).
     private static func bind(_ pattern: [Segment], to path: Substring) -> RouteParameters? {
-        let bytes = path.utf8
+        if let bound = path.utf8.withContiguousStorageIfAvailable({ bind(pattern, to: $0) }) { return bound }
+        var copy = String(path)
+        return copy.withUTF8 { bind(pattern, to: $0) }
+    }
+
+    private static func bind(_ pattern: [Segment], to bytes: UnsafeBufferPointer<UInt8>) -> RouteParameters? {
         var parameters: RouteParameters = [:]
-        var start = bytes.startIndex
+        var start = 0
         for index in pattern.indices {
             if case .rest = pattern[index] {
                 // After the `/` that ends the previous segment (`/api/x` alone has an empty rest).
-                if start != bytes.endIndex { start = bytes.index(after: start) }
-                parameters.add("rest", String(path[start...]))
+                if start != bytes.count { start += 1 }
+                parameters.add("rest", String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self))
                 return parameters
             }
             // Segments after the first begin after a `/`.
             if index > 0 {
-                guard start != bytes.endIndex, bytes[start] == UInt8(ascii: "/") else { return nil }
-                start = bytes.index(after: start)
+                guard start != bytes.count, bytes[start] == UInt8(ascii: "/") else { return nil }
+                start += 1
             }
-            let end = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
-            let actual = bytes[start..<end]
+            var end = start
+            while end < bytes.count, bytes[end] != UInt8(ascii: "/") { end += 1 }
+            let actual = UnsafeBufferPointer(rebasing: bytes[start..<end])
             switch pattern[index] {
             case .literal(let text):
-                guard actual.elementsEqual(text.utf8) else { return nil }
+                guard Self.equal(actual, text) else { return nil }
             case .parameter(let name):
                 guard !actual.isEmpty else { return nil }
-                // Most values have nothing to decode: taken as they are, without a buffer.
-                let plain = !actual.contains(UInt8(ascii: "%"))
-                guard let value = plain ? String(Substring(actual)) : FormURLEncoding.percentDecode(actual, plusAsSpace: false) else {
-                    return nil
-                }
+                // Most values have nothing to decode (the path's bytes are UTF-8, split at `/`).
+                let plain = memchr(actual.baseAddress!, Int32(UInt8(ascii: "%")), actual.count) == nil
+                guard let value = plain ? String(decoding: actual, as: UTF8.self) : FormURLEncoding.percentDecode(actual, plusAsSpace: false)
+                else { return nil }
                 parameters.add(name, value)
             case .rest:
                 return nil
             }
             start = end
         }
-        return start == bytes.endIndex ? parameters : nil
+        return start == bytes.count ? parameters : nil
+    }
+
+    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ text: Substring) -> Bool {
+        var text = text
+        return text.withUTF8 { literal in
+            literal.count == bytes.count && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.baseAddress!, bytes.count) == 0)
+        }
     }
 }
 

@@ -140,7 +140,9 @@ enum ProxyHeaders {
     /// ``response(_:)`` on an answer's raw lines, into `response`: kept fields go to its
     /// `rawHeaderFields` as bytes; a `Location` that `location` rewrites goes to its `headerFields`.
     /// `Content-Length` is left to the caller (the server sets it for a complete body).
-    static func relay(_ head: RawHead, location: ProxyLocation?, into response: inout ServerResponse) {
+    /// `location` is asked for only when the answer has a `Location` (most have none, and finding
+    /// an API's rewrite costs a lookup by name).
+    static func relay(_ head: RawHead, location: () -> ProxyLocation?, into response: inout ServerResponse) {
         // Names listed in `Connection` (rare: most answers have none, or `keep-alive`).
         var dropped: [[UInt8]] = []
         head.forEachField { name, value in
@@ -166,7 +168,7 @@ enum ProxyHeaders {
             {
                 return
             }
-            if let location, RawHeaderFields.equalsIgnoringCase(name, "location") {
+            if RawHeaderFields.equalsIgnoringCase(name, "location"), let location = location() {
                 let original = String(decoding: value, as: UTF8.self)
                 if let rewritten = location.rewrite(original) {
                     response.headerFields[.location] = rewritten

@@ -34,7 +34,6 @@ extension ProxyRoutes {
                 idleTimeout: timeout,
                 wholeBodyUpTo: Self.smallBody
             )
-            let location = locations[upstream.settings.name]
             let sentToken = token.value
             // The request and its info are the call's (`responder.call`): not captured again.
             exchange.onHead = { [unowned exchange] result in
@@ -53,7 +52,7 @@ extension ProxyRoutes {
                     return
                 }
                 self.metrics?.proxyLoopCalls.increment()
-                responder.respond(Self.relay(head, exchange, method: method, location: location))
+                responder.respond(Self.relay(head, exchange, method: method, location: { self.locations[upstream.settings.name] }))
             }
         } catch {
             responder.fail(error)
@@ -76,7 +75,12 @@ extension ProxyRoutes {
     /// else is read from the exchange on the loop as it arrives. The fields go from libcurl's
     /// bytes to libmicrohttpd's without `HTTPFields` in between (``ProxyHeaders/relay(_:location:into:)``,
     /// the same rules as ``ProxyHeaders/response(_:)``).
-    static func relay(_ head: RawHead, _ exchange: LoopExchange, method: HTTPRequest.Method, location: ProxyLocation?) -> ServerResponse {
+    static func relay(
+        _ head: RawHead,
+        _ exchange: LoopExchange,
+        method: HTTPRequest.Method,
+        location: () -> ProxyLocation?
+    ) -> ServerResponse {
         var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
         ProxyHeaders.relay(head, location: location, into: &response)
         if exchange.isComplete, method != .head {
