@@ -31,7 +31,10 @@ final class Transfer: @unchecked Sendable {
     let errorBuffer: UnsafeMutablePointer<CChar>
     var status = 0
     /// The current header block as received; parsed off the event thread (see `RawHead`).
-    var headBytes: [UInt8] = []
+    /// Appended to once per header line, so its dynamic exclusivity check is off: only libcurl's
+    /// header callback on the event thread writes it, and `finish`/`deliverHead` on that thread
+    /// read it between callbacks (the invariants above), so two accesses never overlap.
+    @exclusivity(unchecked) var headBytes: [UInt8] = []
     var body: [UInt8] = []
     var tooLarge = false
     var headDelivered = false

@@ -34,4 +34,11 @@ import Testing
             #expect(matched == expected, "\(name)")
         }
     }
+
+    @Test func nameBytesAreExactlyTheTokenCharactersOfRFC9110() {
+        let tchar = Set(Array("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8))
+        for byte in UInt8.min...UInt8.max {
+            #expect(RawHeaderFields.isTokenByte(byte) == tchar.contains(byte), "byte \(byte)")
+        }
+    }
 }

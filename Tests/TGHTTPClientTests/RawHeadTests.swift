@@ -1,0 +1,37 @@
+import Testing
+
+@testable import TGHTTPClient
+
+/// An answer's head as libcurl hands it over is read line by line without building fields: the
+/// same fields and the same `Content-Length` as the spelled-out rules give.
+@Suite struct RawHeadTests {
+    func head(_ lines: [String]) -> RawHead {
+        RawHead(status: 200, bytes: Array(lines.joined().utf8))
+    }
+
+    func fields(_ head: RawHead) -> [String] {
+        var out: [String] = []
+        head.forEachField { name, value in
+            out.append(String(decoding: name, as: UTF8.self) + "=" + String(decoding: value, as: UTF8.self))
+        }
+        return out
+    }
+
+    @Test func fieldsAreTheColonLinesWithTrimmedValues() {
+        let raw = head(["Content-Type: text/plain\r\n", "X-Blank:\r\n", "no colon here\r\n", "X-Pad: \t a b \t\r\n", "Last:x\n"])
+        #expect(fields(raw) == ["Content-Type=text/plain", "X-Blank=", "X-Pad=a b", "Last=x"])
+        #expect(fields(head([])) == [])
+        #expect(fields(head(["X-No-End: 1"])) == ["X-No-End=1"])
+    }
+
+    @Test func contentLengthIsTheFirstWellFormedAnnouncementInAnyCase() {
+        #expect(head(["Content-Length: 42\r\n"]).contentLength == 42)
+        #expect(head(["X-A: 1\r\n", "content-LENGTH:\t7 \r\n", "Content-Length: 9\r\n"]).contentLength == 7)
+        #expect(head(["Content-Length: 0\r\n"]).contentLength == 0)
+        for refused in ["Content-Length: 4x\r\n", "Content-Length: \r\n", "Content-Length: -1\r\n", "Content-Length: 1234567890123456789\r\n"] {
+            #expect(head([refused]).contentLength == nil, "\(refused)")
+        }
+        #expect(head(["X-Content-Length: 5\r\n", "Content-Type: a\r\n"]).contentLength == nil)
+        #expect(head(["Content-Length : 5\r\n"]).contentLength == nil)
+    }
+}
