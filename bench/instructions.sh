@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# User-space instructions per request, by library, of TokenGate and of the C floor
+# (bench/floor/proxy_floor.c), counted by valgrind's callgrind: exact and the same on every run,
+# where CPU time here drifts by more than 10 % (README, "Performance"). Kernel time is not in
+# these counts (it is about the same for both: the same system calls per request).
+#
+#   bench/instructions.sh [SECONDS] [TOP]
+#
+# Starts a throwaway PostgreSQL, oidc-provider-mock, an nginx upstream, a release `tokengate serve`
+# under callgrind (with its instrumentation off until the load starts) and the floor under
+# callgrind, logs in once, warms the cached path, then for SECONDS (default 10) drives each with
+# `wrk -t1 -c4` on the cached proxied call (`GET /api/bench/hello`; the floor with a static
+# Authorization) and, for TokenGate, on `/healthz`. Prints instructions per request by library
+# (`memset` apart: libmicrohttpd clears a connection's memory pool with `rep stosb`, which
+# callgrind counts per byte), and TokenGate's TOP (default 25) functions of its own by
+# instructions per request. Runs 50 times slower than natively; nothing leaves loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+seconds=${1:-10}
+top=${2:-25}
+EXTRA_PACKAGES="nginx wrk valgrind" scripts/deps.sh
+
+release_build tokengate
+cc -O2 -o "${TMPDIR:-/tmp}/tokengate-proxy-floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread -lmimalloc
+
+work=$(mktemp -d /tmp/tokengate-bench-instructions.XXXXXX)
+chmod 755 "$work"
+pids=()
+trap 'stop_bench "$work" 25732' EXIT
+
+NGINX_PORT=18480 UPSTREAM_PORT=18481 FLOOR_PORT=18483 TG_PORT=18490 MOCK_PORT=18491
+
+database_url=$(bench_database "$work" 25732)
+reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { return 404; }"
+start_provider "$work" $MOCK_PORT
+bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "" \
+    "name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, max_connections: 64"
+"$bindir/tokengate" migrate --config "$work/tokengate.yaml" >/dev/null
+# callgrind cannot read the Swift toolchain's debug information: the symbol table is enough.
+cp "$bindir/tokengate" "$work/tokengate"
+strip --strip-debug "$work/tokengate"
+
+# under_callgrind NAME URL COMMAND...: starts COMMAND under callgrind (output WORK/NAME.cg) once
+# URL answers; sets cg_pid.
+under_callgrind() {
+    local name=$1 url=$2
+    shift 2
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/$name.cg" "$@" >"$work/$name.log" 2>&1 &
+    cg_pid=$!
+    pids+=($cg_pid)
+    for _ in $(seq 300); do curl -sf -o /dev/null "$url" && return 0; sleep 0.5; done
+    echo "bench: $name did not come up under callgrind" >&2
+    exit 1
+}
+
+# count NAME PID URL [WRK OPTIONS...]: instructions per request of PID while wrk loads URL.
+count() {
+    local name=$1 pid=$2 url=$3 requests
+    shift 3
+    callgrind_control --zero "$pid" >/dev/null 2>&1
+    callgrind_control --instr=on "$pid" >/dev/null 2>&1
+    requests=$(wrk -t1 -c4 -d"${seconds}s" "$@" "$url" | awk '/requests in/ { print $1 }')
+    callgrind_control --instr=off "$pid" >/dev/null 2>&1
+    callgrind_control --dump="$name" "$pid" >/dev/null 2>&1
+    sleep 1
+    python3 - "$(ls -t "$work"/*.cg.* | head -n 1)" "$requests" "$name" "$top" <<'PY'
+import collections, re, subprocess, sys
+path, requests, name, top = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+out = subprocess.run(['callgrind_annotate', '--inclusive=no', '--threshold=100', path], capture_output=True, text=True).stdout
+libraries = collections.Counter()
+own = []
+for line in out.splitlines():
+    m = re.match(r'\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*?):(.*) \[(.*)\]$', line)
+    if not m:
+        continue
+    count, function, library = int(m.group(1).replace(',', '')), m.group(3), m.group(4).split('/')[-1]
+    if 'memset' in function:
+        library = 'memset'
+    libraries[library] += count
+    if library in ('tokengate', 'tokengate-proxy-floor'):
+        own.append((count, function))
+total = sum(libraries.values())
+print(f'{name}: {requests} requests, {total / requests / 1000:.1f}k instructions per request, of which '
+      + ', '.join(f'{library} {count / requests / 1000:.1f}k' for library, count in libraries.most_common(8) if count >= requests * 50))
+if name.startswith('tokengate') and top > 0:
+    demangled = subprocess.run(['swift', 'demangle', '--simplified'], input='\n'.join(f for _, f in own[:top]), capture_output=True, text=True).stdout.splitlines()
+    for (count, _), function in zip(own[:top], demangled):
+        print(f'    {count / requests:8.0f}  {function[:110]}')
+PY
+}
+
+under_callgrind tokengate "http://127.0.0.1:$TG_PORT/readyz" "$work/tokengate" serve --config "$work/tokengate.yaml"
+tg_pid=$cg_pid
+token=$(login_token $TG_PORT)
+for _ in 1 2 3; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/bench/hello")
+done
+[ "$code" = 200 ] || { echo "bench: warm-up call answered $code" >&2; exit 1; }
+# The floor's /healthz answers TokenGate's body (as in bench/proxy.sh).
+healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateVersion =/ {print $2}' Sources/TGApp/Version.swift)")
+PROXY_FLOOR_HEALTHZ_BODY=$healthz_body under_callgrind floor "http://127.0.0.1:$FLOOR_PORT/healthz" "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1
+floor_pid=$cg_pid
+
+echo "user-space instructions per request (callgrind), wrk -t1 -c4 for ${seconds}s each"
+count tokengate-cached $tg_pid "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token"
+count floor-cached $floor_pid "http://127.0.0.1:$FLOOR_PORT/hello"
+count tokengate-healthz $tg_pid "http://127.0.0.1:$TG_PORT/healthz"
+count floor-healthz $floor_pid "http://127.0.0.1:$FLOOR_PORT/healthz"
