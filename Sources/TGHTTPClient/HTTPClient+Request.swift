@@ -231,21 +231,25 @@ extension HTTPClient {
     /// No space, control byte or DEL in `text` (nor `refused`, if given). On the bytes in place:
     /// every request's authority and path pass here.
     private static func isClean(_ text: String, refusing refused: UInt8 = 0x7F) -> Bool {
-        var text = text
-        return text.withUTF8 { bytes in
-            for byte in bytes where byte <= 0x20 || byte == 0x7F || byte == refused { return false }
-            return true
-        }
+        text.utf8.withContiguousStorageIfAvailable { isClean($0, refusing: refused) }
+            ?? Array(text.utf8).withUnsafeBufferPointer { isClean($0, refusing: refused) }
+    }
+
+    private static func isClean(_ bytes: UnsafeBufferPointer<UInt8>, refusing refused: UInt8) -> Bool {
+        for byte in bytes where byte <= 0x20 || byte == 0x7F || byte == refused { return false }
+        return true
     }
 
     /// `scheme` is `expected` (lowercase ASCII), in any case.
     private static func isScheme(_ scheme: String, _ expected: StaticString) -> Bool {
-        let matches: (UnsafeBufferPointer<UInt8>) -> Bool = { actual in
-            guard actual.count == expected.utf8CodeUnitCount else { return false }
-            for index in 0..<actual.count where actual[index] | 0x20 != expected.utf8Start[index] { return false }
-            return true
-        }
-        return scheme.utf8.withContiguousStorageIfAvailable(matches) ?? Array(scheme.utf8).withUnsafeBufferPointer(matches)
+        scheme.utf8.withContiguousStorageIfAvailable { isScheme($0, expected) }
+            ?? Array(scheme.utf8).withUnsafeBufferPointer { isScheme($0, expected) }
+    }
+
+    private static func isScheme(_ actual: UnsafeBufferPointer<UInt8>, _ expected: StaticString) -> Bool {
+        guard actual.count == expected.utf8CodeUnitCount else { return false }
+        for index in 0..<actual.count where actual[index] | 0x20 != expected.utf8Start[index] { return false }
+        return true
     }
 
     static func host(of authority: String) -> String {

@@ -83,16 +83,11 @@ public struct HeaderLines: Sendable {
         }
     }
 
-    /// tchar (RFC 9110 §5.6.2).
+    /// tchar (RFC 9110 §5.6.2), one bit per byte (as `RawHeaderFields.isTokenByte` in the server).
     static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "_"),
-            UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-            true
-        default: false
-        }
+        let low: UInt64 = 0x03FF_6CFA_0000_0000  // bytes 0-63
+        let high: UInt64 = 0x57FF_FFFF_C7FF_FFFE  // bytes 64-127
+        return byte < 64 ? low >> byte & 1 == 1 : byte < 128 && high >> (byte - 64) & 1 == 1
     }
 
     static func named(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {

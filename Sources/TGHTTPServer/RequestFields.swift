@@ -104,8 +104,11 @@ public struct RequestFields: Sendable, Equatable {
 
     /// The values of the fields named `name`, in order, until `body` returns false.
     private func forValues(of name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
-        var canonical = name.canonicalName
-        canonical.withUTF8 { canonical in
+        let found: Void? = name.canonicalName.utf8.withContiguousStorageIfAvailable { canonical in
+            walk { fieldName, value in Self.equalsIgnoringCase(fieldName, canonical) ? body(value) : true }
+        }
+        guard found == nil else { return }
+        Array(name.canonicalName.utf8).withUnsafeBufferPointer { canonical in
             walk { fieldName, value in Self.equalsIgnoringCase(fieldName, canonical) ? body(value) : true }
         }
     }

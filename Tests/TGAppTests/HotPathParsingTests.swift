@@ -152,4 +152,20 @@ import Testing
             #expect(throws: ProxyError.self, "\(refused)") { try ProxyTarget(rest: refused) }
         }
     }
+
+    @Test func thePlainPathShortcutAgreesWithTheFullCheck() {
+        // Every path of up to four characters over the bytes that matter to the check (and a
+        // letter), through both: the same target, or a refusal from both.
+        let alphabet: [Character] = ["a", ".", "/", "%", "2", "e", ";", "\\", "#", " ", "~"]
+        func outcome(_ make: () throws(ProxyError) -> ProxyTarget) -> String {
+            do { return try make().decodedPath } catch { return "refused" }
+        }
+        var paths = [""]
+        for _ in 0..<4 { paths += paths.flatMap { path in alphabet.map { path + String($0) } } }
+        for path in Set(paths) {
+            let shortcut = outcome { () throws(ProxyError) in try ProxyTarget(rest: path) }
+            let full = outcome { () throws(ProxyError) in try ProxyTarget(checking: path) }
+            #expect(shortcut == full, "\(path)")
+        }
+    }
 }

@@ -36,4 +36,11 @@ import Testing
         #expect(accepted == [true, false, false])
         #expect(lines(headers) == ["Authorization: Bearer abc.def-ghi"])
     }
+
+    @Test func nameBytesAreExactlyTheTokenCharactersOfRFC9110() {
+        let tchar = Set(Array("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8))
+        for byte in UInt8.min...UInt8.max {
+            #expect(HeaderLines.isTokenByte(byte) == tchar.contains(byte), "byte \(byte)")
+        }
+    }
 }

@@ -219,10 +219,11 @@ public struct Router: Sendable {
     }
 
     private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ text: Substring) -> Bool {
-        var text = text
-        return text.withUTF8 { literal in
-            literal.count == bytes.count && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.baseAddress!, bytes.count) == 0)
-        }
+        text.utf8.withContiguousStorageIfAvailable { equal(bytes, $0) } ?? Array(text.utf8).withUnsafeBufferPointer { equal(bytes, $0) }
+    }
+
+    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: UnsafeBufferPointer<UInt8>) -> Bool {
+        literal.count == bytes.count && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.baseAddress!, bytes.count) == 0)
     }
 }
 

@@ -12,6 +12,23 @@ struct ProxyTarget: Equatable {
     var decodedPath: String
 
     init(rest: String) throws(ProxyError) {
+        // Most paths are plain (no escape, no character the full check refuses or decodes): one
+        // pass over the bytes in place finds that, and the path is its own decoded form.
+        if rest.utf8.withContiguousStorageIfAvailable(Self.isPlain) == true {
+            let path = "/" + rest
+            self.init(rawPath: path, decodedPath: path)
+        } else {
+            try self.init(checking: rest)
+        }
+    }
+
+    private init(rawPath: String, decodedPath: String) {
+        self.rawPath = rawPath
+        self.decodedPath = decodedPath
+    }
+
+    /// The full check, segment by segment.
+    init(checking rest: String) throws(ProxyError) {
         rawPath = "/" + rest
         // Checked on the bytes; a path without `%` (the common case) is its own decoded form.
         let hasEscapes = rest.utf8.contains(UInt8(ascii: "%"))
@@ -38,6 +55,28 @@ struct ProxyTarget: Equatable {
             start = rest.utf8.index(after: end)
         }
         decodedPath = hasEscapes ? decoded : rawPath
+    }
+
+    /// Visible ASCII but `%`, `;`, backslash and `#`, in segments that are neither empty (but the
+    /// last) nor all dots: what the full check passes unchanged.
+    private static func isPlain(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var segmentStart = 0
+        var allDots = true
+        for index in 0..<bytes.count {
+            let byte = bytes[index]
+            guard byte > 0x20, byte < 0x7F, byte != UInt8(ascii: "%"), byte != UInt8(ascii: ";"), byte != UInt8(ascii: "\\"),
+                byte != UInt8(ascii: "#")
+            else { return false }
+            if byte == UInt8(ascii: "/") {
+                guard index > segmentStart, !allDots else { return false }
+                segmentStart = index + 1
+                allDots = true
+            } else if byte != UInt8(ascii: ".") {
+                allDots = false
+            }
+        }
+        // The last segment may be empty (a trailing `/`), not all dots.
+        return segmentStart == bytes.count || !allDots
     }
 
     /// `.`, `..`, and what servers trim to them: more dots (`...`), or dots followed by spaces
