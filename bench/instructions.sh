@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # User-space instructions per request, by library, of TokenGate and of the C floor
-# (bench/floor/proxy_floor.c), counted by valgrind's callgrind: exact and the same on every run,
-# where CPU time here drifts by more than 10 % (README, "Performance"). Kernel time is not in
-# these counts (it is about the same for both: the same system calls per request).
+# (bench/floor/proxy_floor.c), counted by valgrind's callgrind: within a few per cent from run to
+# run (how the loop's wake-ups batch the work varies), where CPU time here drifts by more than 10 %
+# (README, "Performance"). Kernel time is not in these counts (it is about the same for both: the
+# same system calls per request).
 #
 #   bench/instructions.sh [SECONDS] [TOP]
 #
@@ -13,7 +14,8 @@
 # Authorization) and, for TokenGate, on `/healthz`. Prints instructions per request by library
 # (`memset` apart: libmicrohttpd clears a connection's memory pool with `rep stosb`, which
 # callgrind counts per byte), and TokenGate's TOP (default 25) functions of its own by
-# instructions per request. Runs 50 times slower than natively; nothing leaves loopback.
+# instructions per request. KEEP_DUMPS=DIR keeps callgrind's dumps. Runs 50 times slower than
+# natively; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -64,7 +66,11 @@ count() {
     callgrind_control --instr=off "$pid" >/dev/null 2>&1
     callgrind_control --dump="$name" "$pid" >/dev/null 2>&1
     sleep 1
-    python3 - "$(ls -t "$work"/*.cg.* | head -n 1)" "$requests" "$name" "$top" <<'PY'
+    local dump
+    dump=$(ls -t "$work"/*.cg.* | head -n 1)
+    # KEEP_DUMPS=DIR keeps each dump (for `callgrind_annotate --inclusive=yes` and the like).
+    [ -z "${KEEP_DUMPS:-}" ] || { mkdir -p "$KEEP_DUMPS" && cp "$dump" "$KEEP_DUMPS/$name.callgrind"; }
+    python3 - "$dump" "$requests" "$name" "$top" <<'PY'
 import collections, re, subprocess, sys
 path, requests, name, top = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 out = subprocess.run(['callgrind_annotate', '--inclusive=no', '--threshold=100', path], capture_output=True, text=True).stdout
