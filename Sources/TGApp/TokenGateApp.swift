@@ -234,8 +234,7 @@ public enum TokenGateApp {
         if !upstreams.isEmpty {
             settings.limits = { _, path in
                 // On the path's bytes in place: every request's path is checked here.
-                var path = path
-                return path.withUTF8 { bytes -> HTTPServer.RequestLimits? in
+                path.withUTF8Bytes { bytes -> HTTPServer.RequestLimits? in
                     let prefix: StaticString = "/api/"
                     guard bytes.count > prefix.utf8CodeUnitCount, memcmp(bytes.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
                     else { return nil }

@@ -33,7 +33,7 @@ public struct RawHead: Sendable {
         bytes.withUnsafeBufferPointer { buffer in
             Self.forEachLine(buffer) { lineStart, end in
                 // `memchr` finds the line's end and its colon (the relay walks every answer's head).
-                guard let colon = Self.find(0x3A, in: buffer, lineStart..<end) else { return }
+                guard let colon = Self.find(0x3A, in: buffer, lineStart..<end) else { return true }
                 var valueStart = colon + 1
                 while valueStart < end, buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09 { valueStart += 1 }
                 var valueEnd = end
@@ -42,18 +42,19 @@ public struct RawHead: Sendable {
                     UnsafeBufferPointer(rebasing: buffer[lineStart..<colon]),
                     UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])
                 )
+                return true
             }
         }
     }
 
-    /// Each line of `buffer` as its start and its end before CR or LF.
-    private static func forEachLine(_ buffer: UnsafeBufferPointer<UInt8>, _ body: (_ start: Int, _ end: Int) -> Void) {
+    /// Each line of `buffer` as its start and its end before CR or LF, until `body` returns false.
+    private static func forEachLine(_ buffer: UnsafeBufferPointer<UInt8>, _ body: (_ start: Int, _ end: Int) -> Bool) {
         var lineStart = 0
         while lineStart < buffer.count {
             let lineEnd = find(0x0A, in: buffer, lineStart..<buffer.count) ?? buffer.count
             var end = lineEnd
             while end > lineStart, buffer[end - 1] == 0x0D || buffer[end - 1] == 0x0A { end -= 1 }
-            body(lineStart, end)
+            guard body(lineStart, end) else { return }
             lineStart = lineEnd + 1
         }
     }
@@ -70,32 +71,26 @@ public struct RawHead: Sendable {
     public var contentLength: Int? { Self.contentLength(in: bytes) }
 
     /// The `Content-Length` in raw header lines, if one is there and well-formed (scanned on the
-    /// event thread without building fields).
+    /// event thread without building fields). The first such line decides.
     static func contentLength(in bytes: [UInt8]) -> Int? {
         bytes.withUnsafeBufferPointer { buffer in
-            var length: Int?? = nil
+            let name: StaticString = "content-length:"
+            var length: Int?
             forEachLine(buffer) { start, end in
-                let name: StaticString = "content-length:"
-                let nameCount = name.utf8CodeUnitCount
-                guard length == nil, end - start > nameCount,
-                    (0..<nameCount).allSatisfy({ index in
-                        let byte = buffer[start + index]
-                        return ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) == name.utf8Start[index]
-                    })
-                else { return }
+                guard end - start > name.utf8CodeUnitCount,
+                    HeaderLines.named(UnsafeBufferPointer(rebasing: buffer[start..<(start + name.utf8CodeUnitCount)]), name)
+                else { return true }
                 var value = 0
                 var digits = 0
-                for byte in buffer[(start + nameCount)..<end] where byte != 0x20 && byte != 0x09 {
-                    guard (0x30...0x39).contains(byte), digits < 18 else {
-                        length = .some(nil)
-                        return
-                    }
+                for byte in buffer[(start + name.utf8CodeUnitCount)..<end] where byte != 0x20 && byte != 0x09 {
+                    guard (0x30...0x39).contains(byte), digits < 18 else { return false }
                     value = value * 10 + Int(byte - 0x30)
                     digits += 1
                 }
-                length = .some(digits > 0 ? value : nil)
+                if digits > 0 { length = value }
+                return false
             }
-            return length ?? nil
+            return length
         }
     }
 }

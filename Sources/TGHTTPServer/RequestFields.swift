@@ -104,11 +104,7 @@ public struct RequestFields: Sendable, Equatable {
 
     /// The values of the fields named `name`, in order, until `body` returns false.
     private func forValues(of name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
-        let found: Void? = name.canonicalName.utf8.withContiguousStorageIfAvailable { canonical in
-            walk { fieldName, value in Self.equalsIgnoringCase(fieldName, canonical) ? body(value) : true }
-        }
-        guard found == nil else { return }
-        Array(name.canonicalName.utf8).withUnsafeBufferPointer { canonical in
+        name.canonicalName.withUTF8Bytes { canonical in
             walk { fieldName, value in Self.equalsIgnoringCase(fieldName, canonical) ? body(value) : true }
         }
     }

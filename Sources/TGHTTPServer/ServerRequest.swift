@@ -79,12 +79,11 @@ public struct ServerRequest: Sendable {
     /// The `?` that starts the query in a request target, if any: found with `memchr` in the
     /// string's bytes (every request's target is split here, some more than once).
     static func queryMark(in target: String) -> String.Index? {
-        let found = target.utf8.withContiguousStorageIfAvailable { bytes -> Int? in
+        let offset = target.withUTF8Bytes { bytes -> Int? in
             guard let base = bytes.baseAddress, let mark = memchr(base, Int32(UInt8(ascii: "?")), bytes.count) else { return nil }
             return UnsafeRawPointer(base).distance(to: UnsafeRawPointer(mark))
         }
-        guard let found else { return target.utf8.firstIndex(of: UInt8(ascii: "?")) }
-        return found.map { target.utf8.index(target.utf8.startIndex, offsetBy: $0) }
+        return offset.map { target.utf8.index(target.utf8.startIndex, offsetBy: $0) }
     }
 
     /// Query parameters in order, percent- and `+`-decoded (`application/x-www-form-urlencoded`).

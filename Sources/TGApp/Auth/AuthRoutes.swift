@@ -132,7 +132,7 @@ enum AuthRoutes {
     static func bearerToken(_ request: ServerRequest) throws -> Substring {
         // On the bytes in place: this runs on every proxied call.
         guard let header = request.fields.first(.authorization),
-            let bounds = header.utf8.withContiguousStorageIfAvailable(Self.bearerBounds) ?? Self.bearerBounds(Array(header.utf8))
+            let bounds = header.withUTF8Bytes(Self.bearerBounds)
         else {
             throw AuthProblem(.invalidToken, "Send the TokenGate access token as Authorization: Bearer <token>.")
         }
@@ -154,10 +154,6 @@ enum AuthRoutes {
         while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
         while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
         return start..<end
-    }
-
-    private static func bearerBounds(_ bytes: [UInt8]) -> Range<Int>? {
-        bytes.withUnsafeBufferPointer(bearerBounds)
     }
 
     /// The body's `application/x-www-form-urlencoded` parameters.

@@ -177,9 +177,7 @@ public struct Router: Sendable {
     /// The pattern's parameters in `path`, or nil when it does not fit. Works on the path's bytes
     /// in place (every API call comes through here, past the patterns before its own).
     private static func bind(_ pattern: [Segment], to path: Substring) -> RouteParameters? {
-        if let bound = path.utf8.withContiguousStorageIfAvailable({ bind(pattern, to: $0) }) { return bound }
-        var copy = String(path)
-        return copy.withUTF8 { bind(pattern, to: $0) }
+        path.withUTF8Bytes { bind(pattern, to: $0) }
     }
 
     private static func bind(_ pattern: [Segment], to bytes: UnsafeBufferPointer<UInt8>) -> RouteParameters? {
@@ -219,11 +217,9 @@ public struct Router: Sendable {
     }
 
     private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ text: Substring) -> Bool {
-        text.utf8.withContiguousStorageIfAvailable { equal(bytes, $0) } ?? Array(text.utf8).withUnsafeBufferPointer { equal(bytes, $0) }
-    }
-
-    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: UnsafeBufferPointer<UInt8>) -> Bool {
-        literal.count == bytes.count && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.baseAddress!, bytes.count) == 0)
+        text.withUTF8Bytes { literal in
+            literal.count == bytes.count && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.baseAddress!, bytes.count) == 0)
+        }
     }
 }
 

@@ -14,7 +14,7 @@ struct ProxyTarget: Equatable {
     init(rest: String) throws(ProxyError) {
         // Most paths are plain (no escape, no character the full check refuses or decodes): one
         // pass over the bytes in place finds that, and the path is its own decoded form.
-        if rest.utf8.withContiguousStorageIfAvailable(Self.isPlain) == true {
+        if rest.withUTF8Bytes(Self.isPlain) {
             let path = "/" + rest
             self.init(rawPath: path, decodedPath: path)
         } else {
