@@ -54,7 +54,9 @@ public final class HTTPClient: @unchecked Sendable {
     let multi: OpaquePointer
     private let lock = NSLock()
     private var stopping = false
-    private var active: [ObjectIdentifier: Transfer] = [:]
+    /// The transfers in the multi handle, each at its ``Transfer/activeIndex`` (no hashing per
+    /// call: a transfer knows its place).
+    private var active: [Transfer] = []
     var timer: EventLoopTimer?
     /// Every upstream socket in the loop's epoll set, watched or parked (see `HTTPClient+Sockets`).
     var sockets: [Int32: CurlSocket] = [:]
@@ -261,15 +263,16 @@ public final class HTTPClient: @unchecked Sendable {
 
     /// On the loop: stop a transfer; its exchange hears `error`.
     func cancelOnLoop(_ transfer: Transfer, error: HTTPClientError = .cancelled) {
-        guard active.removeValue(forKey: ObjectIdentifier(transfer)) != nil else { return }
+        guard deactivate(transfer) else { return }
         curl_multi_remove_handle(multi, transfer.easy)
         transfer.finish(CURLE_ABORTED_BY_CALLBACK, error: error)
         Unmanaged.passUnretained(transfer).release()
     }
 
     private func stopOnLoop() {
-        let remaining = Array(active.values)
+        let remaining = active
         active.removeAll()
+        for transfer in remaining { transfer.activeIndex = -1 }
         for transfer in remaining {
             transfer.idle?.stop()
             transfer.idle = nil
@@ -292,7 +295,8 @@ public final class HTTPClient: @unchecked Sendable {
                 return
             }
             _ = Unmanaged.passRetained(transfer)
-            active[ObjectIdentifier(transfer)] = transfer
+            transfer.activeIndex = active.count
+            active.append(transfer)
             if transfer.idleTimeout > 0 {
                 transfer.idle = IdleDeadline(
                     timeout: transfer.idleTimeout,
@@ -305,16 +309,31 @@ public final class HTTPClient: @unchecked Sendable {
             }
             curl_multi_add_handle(multi, transfer.easy)
         case .cancel(let transfer):
-            guard active.removeValue(forKey: ObjectIdentifier(transfer)) != nil else { return }
+            guard deactivate(transfer) else { return }
             curl_multi_remove_handle(multi, transfer.easy)
             transfer.finish(CURLE_ABORTED_BY_CALLBACK)
             Unmanaged.passUnretained(transfer).release()
         case .resume(let transfer):
-            guard active[ObjectIdentifier(transfer)] != nil, transfer.pausedForWrite || transfer.pausedForRead else { return }
+            guard transfer.activeIndex >= 0, transfer.pausedForWrite || transfer.pausedForRead else { return }
             transfer.pausedForWrite = false
             transfer.pausedForRead = false
             curl_easy_pause(transfer.easy, curlPauseContinue)
         }
+    }
+
+    /// Takes `transfer` out of ``active`` (the last one moves into its place); false if it was
+    /// not there.
+    @discardableResult
+    private func deactivate(_ transfer: Transfer) -> Bool {
+        let index = transfer.activeIndex
+        guard index >= 0 else { return false }
+        let last = active.removeLast()
+        if index < active.count {
+            active[index] = last
+            last.activeIndex = index
+        }
+        transfer.activeIndex = -1
+        return true
     }
 
     /// Completes finished transfers; true if any.
@@ -329,7 +348,7 @@ public final class HTTPClient: @unchecked Sendable {
             curl_multi_remove_handle(multi, easy)
             guard let pointer else { continue }
             let transfer = Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue()
-            active.removeValue(forKey: ObjectIdentifier(transfer))
+            deactivate(transfer)
             transfer.finish(result)
             Unmanaged.passUnretained(transfer).release()
             any = true

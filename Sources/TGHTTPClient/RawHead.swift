@@ -10,10 +10,68 @@ import Glibc
 public struct RawHead: Sendable {
     public var status: Int
     var bytes: [UInt8]
+    /// The announced `Content-Length`, if there is one and it is well-formed (the first such line
+    /// decides).
+    public let contentLength: Int?
+    /// A `Connection` line is among the fields (it may name more fields that do not pass a proxy).
+    public let hasConnection: Bool
 
+    /// A head from its lines, read once for what ``Facts`` gathers.
     init(status: Int, bytes: [UInt8]) {
+        var facts = Facts()
+        bytes.withUnsafeBufferPointer { buffer in
+            Self.forEachLine(buffer) { start, end in
+                facts.add(UnsafeBufferPointer(rebasing: buffer[start..<end]))
+                return true
+            }
+        }
+        self.init(status: status, bytes: bytes, facts: facts)
+    }
+
+    /// A head whose facts were gathered as its lines arrived (the client's header callback).
+    init(status: Int, bytes: [UInt8], facts: Facts) {
         self.status = status
         self.bytes = bytes
+        contentLength = facts.contentLength
+        hasConnection = facts.hasConnection
+    }
+
+    /// What the proxy asks of every head, gathered line by line (no second pass over the head).
+    struct Facts {
+        private(set) var contentLength: Int?
+        private(set) var hasConnection = false
+        private var lengthSeen = false
+
+        /// One header line, without its line break.
+        mutating func add(_ line: UnsafeBufferPointer<UInt8>) {
+            // Both names start with `c`: most lines are told apart by their first byte.
+            guard let first = line.first, first | 0x20 == UInt8(ascii: "c") else { return }
+            if !lengthSeen, let value = RawHead.value(of: "content-length:", in: line), !value.isEmpty {
+                lengthSeen = true
+                contentLength = RawHead.decimal(value)
+            } else if !hasConnection, RawHead.value(of: "connection:", in: line) != nil {
+                hasConnection = true
+            }
+        }
+    }
+
+    /// The bytes after `name` (lowercase, with its colon) when `line` starts with it in any case.
+    private static func value(of name: StaticString, in line: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8>? {
+        let count = name.utf8CodeUnitCount
+        guard line.count >= count, HeaderLines.named(UnsafeBufferPointer(rebasing: line[..<count]), name) else { return nil }
+        return UnsafeBufferPointer(rebasing: line[count...])
+    }
+
+    /// Digits between spaces and tabs as a number; nil for anything else or more than 18 digits.
+    private static func decimal(_ value: UnsafeBufferPointer<UInt8>) -> Int? {
+        var number = 0
+        var digits = 0
+        for byte in value where byte != 0x20 && byte != 0x09 {
+            guard (0x30...0x39).contains(byte), digits < 18 else { return nil }
+            number = number * 10 + Int(byte - 0x30)
+            digits += 1
+        }
+        return digits > 0 ? number : nil
     }
 
     /// Header lines become fields; lines that are not `name: value` with a valid name are dropped.
@@ -65,32 +123,5 @@ public struct RawHead: Sendable {
             return nil
         }
         return UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
-    }
-
-    /// The announced `Content-Length`, if there is one and it is well-formed.
-    public var contentLength: Int? { Self.contentLength(in: bytes) }
-
-    /// The `Content-Length` in raw header lines, if one is there and well-formed (scanned on the
-    /// event thread without building fields). The first such line decides.
-    static func contentLength(in bytes: [UInt8]) -> Int? {
-        bytes.withUnsafeBufferPointer { buffer in
-            let name: StaticString = "content-length:"
-            var length: Int?
-            forEachLine(buffer) { start, end in
-                guard end - start > name.utf8CodeUnitCount,
-                    HeaderLines.named(UnsafeBufferPointer(rebasing: buffer[start..<(start + name.utf8CodeUnitCount)]), name)
-                else { return true }
-                var value = 0
-                var digits = 0
-                for byte in buffer[(start + name.utf8CodeUnitCount)..<end] where byte != 0x20 && byte != 0x09 {
-                    guard (0x30...0x39).contains(byte), digits < 18 else { return false }
-                    value = value * 10 + Int(byte - 0x30)
-                    digits += 1
-                }
-                if digits > 0 { length = value }
-                return false
-            }
-            return length
-        }
     }
 }

@@ -35,6 +35,8 @@ final class Transfer: @unchecked Sendable {
     /// header callback on the event thread writes it, and `finish`/`deliverHead` on that thread
     /// read it between callbacks (the invariants above), so two accesses never overlap.
     @exclusivity(unchecked) var headBytes: [UInt8] = []
+    /// What the proxy asks of the head, gathered as its lines arrive.
+    var headFacts = RawHead.Facts()
     var body: [UInt8] = []
     var tooLarge = false
     var headDelivered = false
@@ -53,6 +55,8 @@ final class Transfer: @unchecked Sendable {
     /// A streamed exchange's idle timeout in nanoseconds (0: none; see `HTTPClient.stream`), and
     /// its deadline once the transfer runs. Event thread.
     var idleTimeout: Int64 = 0
+    /// Its index in the client's active transfers; -1 when not among them (loop thread only).
+    var activeIndex = -1
     var idle: IdleDeadline?
 
     private struct Waiters {
@@ -218,7 +222,7 @@ final class Transfer: @unchecked Sendable {
     /// Headers are complete (event thread): a streaming caller gets the head now.
     func deliverHead() {
         headDelivered = true
-        let head = RawHead(status: status, bytes: headBytes)
+        let head = RawHead(status: status, bytes: headBytes, facts: headFacts)
         if case .onLoop(let exchange) = mode {
             exchange.deliverHead(head)
             return
@@ -237,7 +241,7 @@ final class Transfer: @unchecked Sendable {
             let error: HTTPClientError? =
                 override
                 ?? (tooLarge ? .responseTooLarge : result == CURLE_OK ? nil : HTTPClientError.from(result, detail: String(cString: errorBuffer)))
-            exchange.finished(error, head: RawHead(status: status, bytes: headBytes))
+            exchange.finished(error, head: RawHead(status: status, bytes: headBytes, facts: headFacts))
             return
         }
         idle?.stop()
@@ -270,7 +274,7 @@ final class Transfer: @unchecked Sendable {
             if case .streaming(let channel) = mode { channel.finish(error: error) }
             return
         }
-        let head = RawHead(status: status, bytes: headBytes)
+        let head = RawHead(status: status, bytes: headBytes, facts: headFacts)
         // The body's end first: a head handed over only now finds the whole body waiting.
         if case .streaming(let channel) = mode { channel.finish() }
         completion?.resume(returning: (head, body))
@@ -280,7 +284,7 @@ final class Transfer: @unchecked Sendable {
     /// Fails a transfer that never reached libcurl (refused, or the client shut down).
     func fail(_ error: HTTPClientError) {
         if case .onLoop(let exchange) = mode {
-            exchange.finished(error, head: RawHead(status: status, bytes: headBytes))
+            exchange.finished(error, head: RawHead(status: status, bytes: headBytes, facts: headFacts))
             return
         }
         let (completion, headWaiter) = waiters.withLock {
@@ -311,13 +315,14 @@ final class Transfer: @unchecked Sendable {
                 }
             }
             headBytes.removeAll(keepingCapacity: true)
+            headFacts = RawHead.Facts()
             // One buffer for a typical head (growing line by line copied it five times).
             if headBytes.capacity < 1024 { headBytes.reserveCapacity(1024) }
         } else if line.count <= 2, line.allSatisfy({ $0 == 0x0D || $0 == 0x0A }) {
             // 1xx blocks (100 Continue) are followed by the real one. A small announced body is
             // awaited: `finish` hands head and body over together.
             if status >= 200, !headDelivered, !headHeld {
-                if holdHeadUpTo > 0, let length = RawHead.contentLength(in: headBytes), length <= holdHeadUpTo {
+                if holdHeadUpTo > 0, let length = headFacts.contentLength, length <= holdHeadUpTo {
                     headHeld = true
                 } else {
                     deliverHead()
@@ -325,6 +330,9 @@ final class Transfer: @unchecked Sendable {
             }
         } else {
             headBytes.append(contentsOf: line)
+            var end = line.count
+            while end > 0, line[end - 1] == 0x0D || line[end - 1] == 0x0A { end -= 1 }
+            headFacts.add(UnsafeBufferPointer(rebasing: line[..<end]))
         }
     }
 

@@ -37,6 +37,28 @@ import Testing
         #expect(ProxyHeaders.response(upstream) == [.contentType: "application/json", .eTag: "\"v1\""])
     }
 
+    @Test func theManagedCheckOnBytesIsTheSpelledOutSetInAnyCase() {
+        func check(_ name: String) -> Bool {
+            Array(name.utf8).withUnsafeBufferPointer { ProxyHeaders.isManaged($0) }
+        }
+        for name in ProxyHeaders.managed {
+            #expect(check(name))
+            #expect(check(name.uppercased()))
+            #expect(check(String(name.enumerated().map { $0.offset % 2 == 0 ? Character($0.element.uppercased()) : $0.element })))
+        }
+        for name in [
+            "", "x", "accept", "user-agent", "content-type", "hosts", "hos", "x-forwarded-fo", "x-forwarded-forx",
+            "authorizatio", "x-request-ids", "cookie2", "x-tokengate-a", String(repeating: "a", count: 200),
+        ] {
+            #expect(!check(name), "\(name)")
+        }
+        func prefixed(_ name: String) -> Bool {
+            Array(name.utf8).withUnsafeBufferPointer { ProxyHeaders.hasTokenGatePrefix($0) }
+        }
+        #expect(prefixed("X-TokenGate-Session") && prefixed("x-tokengate-") && prefixed("X-TOKENGATE-A"))
+        #expect(!prefixed("X-TokenGate") && !prefixed("X-TokenGateX-A") && !prefixed("") && !prefixed("Y-TokenGate-A"))
+    }
+
     /// The cached path relays an answer's fields from libcurl's bytes to libmicrohttpd's: it keeps
     /// and drops exactly what the field-by-field relay of the async path does.
     @Test func theRawRelayKeepsAndDropsWhatTheFieldRelayDoes() {

@@ -34,4 +34,34 @@ import Testing
         #expect(head(["X-Content-Length: 5\r\n", "Content-Type: a\r\n"]).contentLength == nil)
         #expect(head(["Content-Length : 5\r\n"]).contentLength == nil)
     }
+
+    @Test func aConnectionLineIsNoticedInAnyCaseAndNothingElseIs() {
+        #expect(head(["Content-Type: a\r\n", "connection: close\r\n"]).hasConnection)
+        #expect(head(["CONNECTION:keep-alive\r\n"]).hasConnection)
+        for other in ["X-Connection: a\r\n", "Connection-Id: 1\r\n", "Connection : a\r\n", "Connectio: a\r\n", "Keep-Alive: 5\r\n"] {
+            #expect(!head([other]).hasConnection, "\(other)")
+        }
+    }
+
+    /// The client gathers the facts line by line as libcurl delivers them (each line with its
+    /// line break, which it strips): the same as reading the whole head once.
+    @Test func factsGatheredLineByLineAreThoseOfTheWholeHead() {
+        let heads: [[String]] = [
+            ["Content-Length: 42\r\n", "Connection: close\r\n"], ["content-LENGTH:\t7 \r\n", "Content-Length: 9\r\n"],
+            ["Content-Length: \r\n", "Content-Length: 3\r\n"], ["Content-Length: 4x\r\n", "Content-Length: 5\r\n"],
+            ["X-A: 1\n", "connection: a, b\n"], [],
+        ]
+        for lines in heads {
+            var facts = RawHead.Facts()
+            for line in lines {
+                var bytes = Array(line.utf8)
+                while let last = bytes.last, last == 0x0D || last == 0x0A { bytes.removeLast() }
+                bytes.withUnsafeBufferPointer { facts.add($0) }
+            }
+            let whole = head(lines)
+            let gathered = RawHead(status: 200, bytes: whole.bytes, facts: facts)
+            #expect(gathered.contentLength == whole.contentLength, "\(lines)")
+            #expect(gathered.hasConnection == whole.hasConnection, "\(lines)")
+        }
+    }
 }

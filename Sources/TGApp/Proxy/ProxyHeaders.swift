@@ -51,11 +51,12 @@ enum ProxyHeaders {
     ) {
         let dropped = droppedByConnection(incoming)
         incoming.forEachField { name, value in
-            let canonical = lowercased(name)
-            if managed.contains(canonical) || (!dropped.isEmpty && dropped.contains(canonical)) || canonical.hasPrefix("x-tokengate-") {
-                return
+            if isManaged(name) || hasTokenGatePrefix(name) { return }
+            // Rare (a `Connection` that names fields, configured fields): names as strings.
+            if !dropped.isEmpty || !extra.isEmpty {
+                let canonical = lowercased(name)
+                if dropped.contains(canonical) || extra.contains(where: { $0.name.canonicalName == canonical }) { return }
             }
-            if !extra.isEmpty, extra.contains(where: { $0.name.canonicalName == canonical }) { return }
             relay(name, value)
         }
         for field in extra { emit(field.name, field.value) }
@@ -66,6 +67,37 @@ enum ProxyHeaders {
         emit(Self.forwardedHost, forwarding.host)
         emit(Application.requestIDField, forwarding.requestID)
     }
+
+    /// `managed.contains(name)` on a name's bytes in any case, without a string or a hash (every
+    /// field of every proxied request comes through here): the names by length, compared folded.
+    static func isManaged(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard name.count < managedByLength.count else { return false }
+        for candidate in managedByLength[name.count] where foldedEqual(name, candidate) { return true }
+        return false
+    }
+
+    /// ``managed``'s names grouped by their length (index: the length).
+    private static let managedByLength: [[[UInt8]]] = {
+        var table = [[[UInt8]]](repeating: [], count: (managed.map(\.utf8.count).max() ?? 0) + 1)
+        for name in managed { table[name.utf8.count].append(Array(name.utf8)) }
+        return table
+    }()
+
+    /// `name` in any case equals `lowercase` (as long).
+    private static func foldedEqual(_ name: UnsafeBufferPointer<UInt8>, _ lowercase: [UInt8]) -> Bool {
+        for index in 0..<name.count {
+            let byte = name[index]
+            if ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) != lowercase[index] { return false }
+        }
+        return true
+    }
+
+    /// The name starts `X-TokenGate-`, in any case (TokenGate's own fields never pass).
+    static func hasTokenGatePrefix(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        name.count >= tokenGatePrefix.count && foldedEqual(UnsafeBufferPointer(rebasing: name[..<tokenGatePrefix.count]), tokenGatePrefix)
+    }
+
+    private static let tokenGatePrefix = Array("x-tokengate-".utf8)
 
     /// A field name in lowercase (most names fit a string without an allocation).
     private static func lowercased(_ name: UnsafeBufferPointer<UInt8>) -> String {
@@ -145,21 +177,23 @@ enum ProxyHeaders {
     static func relay(_ head: RawHead, location: () -> ProxyLocation?, into response: inout ServerResponse) {
         // Names listed in `Connection` (rare: most answers have none, or `keep-alive`).
         var dropped: [[UInt8]] = []
-        head.forEachField { name, value in
-            guard RawHeaderFields.equalsIgnoringCase(name, "connection") else { return }
-            var start = value.startIndex
-            while start < value.endIndex {
-                let comma = value[start...].firstIndex(of: UInt8(ascii: ",")) ?? value.endIndex
-                var first = start
-                var end = comma
-                while first < end, value[first] == 0x20 || value[first] == 0x09 { first += 1 }
-                while end > first, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
-                let token = UnsafeBufferPointer(rebasing: value[first..<end])
-                // `keep-alive` and the other hop-by-hop names go anyway; `close` names no field.
-                if !token.isEmpty, !isHopByHop(token), !RawHeaderFields.equalsIgnoringCase(token, "close") {
-                    dropped.append(token.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 })
+        if head.hasConnection {
+            head.forEachField { name, value in
+                guard RawHeaderFields.equalsIgnoringCase(name, "connection") else { return }
+                var start = value.startIndex
+                while start < value.endIndex {
+                    let comma = value[start...].firstIndex(of: UInt8(ascii: ",")) ?? value.endIndex
+                    var first = start
+                    var end = comma
+                    while first < end, value[first] == 0x20 || value[first] == 0x09 { first += 1 }
+                    while end > first, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
+                    let token = UnsafeBufferPointer(rebasing: value[first..<end])
+                    // `keep-alive` and the other hop-by-hop names go anyway; `close` names no field.
+                    if !token.isEmpty, !isHopByHop(token), !RawHeaderFields.equalsIgnoringCase(token, "close") {
+                        dropped.append(token.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 })
+                    }
+                    start = comma < value.endIndex ? value.index(after: comma) : comma
                 }
-                start = comma < value.endIndex ? value.index(after: comma) : comma
             }
         }
         head.forEachField { name, value in
