@@ -48,10 +48,14 @@ extension AuthService {
     /// refresh, without waiting (nil: ask ``upstreamAccessToken(for:scopes:rejected:)``). One
     /// close to that point is still served, and refreshed in the background.
     public func cachedUpstreamAccessToken(for context: SessionContext, scopes: [String]) -> UpstreamAccessToken? {
-        let scopeKey = Self.scopeKey(scopes)
+        cachedUpstreamAccessToken(for: context, scopes: UpstreamScopes(scopes))
+    }
+
+    /// The same with the scopes' cache key made once (an API's scopes do not change per call).
+    public func cachedUpstreamAccessToken(for context: SessionContext, scopes: UpstreamScopes) -> UpstreamAccessToken? {
         let now = clock.now()
-        guard let cached = cache.token(account: context.account.id, scopeKey: scopeKey) else { return nil }
-        return serve(cached, account: context.account, scopes: scopes, scopeKey: scopeKey, now: now)
+        guard let cached = cache.token(account: context.account.id, scopeKey: scopes.key) else { return nil }
+        return serve(cached, account: context.account, scopes: scopes.scopes, scopeKey: scopes.key, now: now)
     }
 
     /// A valid upstream access token of the session's account for `scopes`: from memory, else
@@ -114,7 +118,7 @@ extension AuthService {
         return token
     }
 
-    /// Scopes in a canonical order, the key of the token cache.
+    /// Scopes in a canonical order, the key of the token cache (``UpstreamScopes/key``).
     static func scopeKey(_ scopes: [String]) -> String {
         // Configured scopes are usually listed sorted already (every proxied call comes here).
         if zip(scopes, scopes.dropFirst()).allSatisfy({ $0 < $1 }) { return scopes.joined(separator: " ") }
@@ -256,5 +260,17 @@ extension AuthService {
             scopes: scopeKey.split(separator: " ").map(String.init),
             issuedAt: try row.decode(Date.self, "created_at")
         )
+    }
+}
+
+/// The scopes an API asks for, with the token cache's key for them made once.
+public struct UpstreamScopes: Sendable {
+    public let scopes: [String]
+    /// ``AuthService/scopeKey(_:)`` of ``scopes``.
+    let key: String
+
+    public init(_ scopes: [String]) {
+        self.scopes = scopes
+        key = AuthService.scopeKey(scopes)
     }
 }

@@ -19,7 +19,7 @@ extension ProxyRoutes {
             guard request.bodyStream == nil, let loop = request.loop, loop.index < upstream.loopClients.count,
                 let session = try auth.cachedSessionForAPI(accessToken: try AuthRoutes.bearerToken(request)),
                 session.account.provider == upstream.settings.provider,
-                let token = auth.cachedUpstreamAccessToken(for: session, scopes: upstream.settings.scopes)
+                let token = auth.cachedUpstreamAccessToken(for: session, scopes: upstream.scopes)
             else {
                 forwardAsync(request, info, responder)
                 return

@@ -24,6 +24,8 @@ final class ProxyRoutes: Sendable {
         let extraFields: HTTPFields
         /// The configured `methods`, parsed (checked on every call without building strings).
         let methods: [HTTPRequest.Method]
+        /// The configured `scopes` with their token cache key.
+        let scopes: UpstreamScopes
 
         init?(_ settings: TokenGateConfiguration.Upstream, client: HTTPClient, loopClients: [HTTPClient] = []) {
             guard let url = URLComponents(string: settings.baseURL), let scheme = url.scheme, let host = url.host else { return nil }
@@ -35,6 +37,7 @@ final class ProxyRoutes: Sendable {
             basePath = url.percentEncodedPath.hasSuffix("/") ? String(url.percentEncodedPath.dropLast()) : url.percentEncodedPath
             extraFields = ProxyHeaders.extraFields(settings.headers)
             methods = settings.methods.compactMap { HTTPRequest.Method($0) }
+            scopes = UpstreamScopes(settings.scopes)
         }
     }
 
