@@ -75,6 +75,8 @@ let requestCompletedCallback:
         contextSlot.pointee = nil
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
         if let entry = context.connectionEntry { server.heads.headStarted(entry) }
+        // Answered requests left their loop's deadlines already; this covers any other end.
+        daemon.deadlines.remove(context)
         // Only an async handler's task (or a streamed body's reader) can reach the connection
         // from another thread.
         if context.isAsync {
@@ -244,7 +246,7 @@ extension HTTPServer {
             context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout)
             context.daemon.suspend(connection)
             context.daemon.suspensions.add(1, ordering: .relaxed)
-            deadlines.register(context)
+            context.daemon.deadlines.add(context)
             lock.unlock()
             return MHD_Result.YES
         }
@@ -271,7 +273,7 @@ extension HTTPServer {
             lock.unlock()
         }
         if registered {
-            deadlines.remove(context)
+            context.daemon.answered(context)
             if response.status == .serviceUnavailable { task?.cancel() }
         }
     }

@@ -42,7 +42,7 @@ extension HTTPServer {
             lock.withLock { context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout) }
             start(LoopResponder(server: self, context: context))
             lock.withLock {
-                if !context.bridge.isFinished { deadlines.register(context) }
+                if !context.bridge.isFinished { context.daemon.deadlines.add(context) }
             }
         case .async(let respond):
             lock.withLock { context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout) }
@@ -54,7 +54,7 @@ extension HTTPServer {
             lock.withLock {
                 context.task = task
                 // A handler that answered inline needs no deadline.
-                if !context.bridge.isFinished { deadlines.register(context) }
+                if !context.bridge.isFinished { context.daemon.deadlines.add(context) }
             }
         }
         return MHD_Result.YES

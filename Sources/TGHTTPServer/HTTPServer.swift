@@ -46,7 +46,6 @@ public final class HTTPServer: @unchecked Sendable {
     let handler: Handler
     let uploadPauses = Atomic<Int>(0)
     /// Connections suspended right now (all loops).
-    let suspendedNow = Atomic<Int>(0)
     let locks: [Lock] = (0..<64).map { _ in Lock() }
     /// Connections whose next request head is still arriving (for ``Configuration/requestHeadTimeout``).
     let heads = HeadDeadlines()
@@ -54,7 +53,8 @@ public final class HTTPServer: @unchecked Sendable {
     let perIP: ConnectionsPerIP?
     /// Connections closed at once for passing the per-IP limit. A counter for metrics and tests.
     let perIPRefusals = Atomic<Int>(0)
-    private(set) var deadlines: DeadlineWatcher!
+    /// Runs the head deadlines' checks (request deadlines are each loop's: ``LoopDaemon/deadlines``).
+    private let ticker: Ticker
     private let lifecycleLock = Lock()
     private var daemons: [LoopDaemon] = []
     /// Every daemon started, kept after shutdown for their counters.
@@ -76,25 +76,19 @@ public final class HTTPServer: @unchecked Sendable {
         self.stopsGivenLoops = stopsLoops
         if stopsLoops { ownedLoops = loops }
         self.perIP = configuration.perIPConnectionLimit > 0 ? ConnectionsPerIP(limit: configuration.perIPConnectionLimit) : nil
-        self.deadlines = nil
         let heads = self.heads
         let headTimeout = configuration.requestHeadTimeout
         let minBodyRate = configuration.minBodyRate
-        self.deadlines = DeadlineWatcher(
-            tick: { _ in
-                if let headTimeout { heads.expire(timeout: headTimeout) }
-                if let minBodyRate { heads.expireSlowBodies(bytesPerSecond: minBodyRate.bytesPerSecond, window: minBodyRate.window) }
-            },
-            expire: { [unowned self] context in
-                self.complete(context, with: Self.timeoutResponse, bodyError: .requestTimedOut)
-            }
-        )
+        ticker = Ticker {
+            if let headTimeout { heads.expire(timeout: headTimeout) }
+            if let minBodyRate { heads.expireSlowBodies(bytesPerSecond: minBodyRate.bytesPerSecond, window: minBodyRate.window) }
+        }
     }
 
     deinit {
         stopDaemonsNow(daemons)
         ownedLoops?.stop()
-        deadlines.stop()
+        ticker.stop()
     }
 
     /// The port the server listens on (the real one when configured with port 0).
@@ -110,6 +104,19 @@ public final class HTTPServer: @unchecked Sendable {
     /// were answered inline). A counter for metrics and tests.
     public var suspendedRequestCount: Int {
         lifecycleLock.withLock { startedDaemons }.reduce(0) { $0 + $1.suspensions.load(ordering: .relaxed) }
+    }
+
+    /// Suspended requests waiting for their answer under a deadline, on all loops now. For
+    /// metrics and tests.
+    public func requestsUnderDeadline() async -> Int {
+        await Self.waiting(lifecycleLock.withLock { daemons })
+    }
+
+    /// Requests still waiting under their deadline on `daemons`' loops.
+    private static func waiting(_ daemons: [LoopDaemon]) async -> Int {
+        var total = 0
+        for loopDaemon in daemons { total += await loopDaemon.loop.run { loopDaemon.deadlines.count } }
+        return total
     }
 
     private static func inFlight(_ daemons: [LoopDaemon]) -> Int {
@@ -149,7 +156,7 @@ public final class HTTPServer: @unchecked Sendable {
             startedDaemons += made
             boundPort = sockets.port
             started = true
-            deadlines.start()
+            ticker.start()
         }
     }
 
@@ -175,9 +182,9 @@ public final class HTTPServer: @unchecked Sendable {
             try? await Task.sleep(for: .milliseconds(5))
         }
         if Self.inFlight(stopping) > 0 {
-            deadlines.expireAll()
+            for loopDaemon in stopping { await loopDaemon.loop.run { loopDaemon.deadlines.expireAll() } }
             let last = clock.now.advanced(by: .seconds(1))
-            while deadlines.count > 0 || Self.inFlight(stopping) > 0, clock.now < last {
+            while await Self.waiting(stopping) > 0 || Self.inFlight(stopping) > 0, clock.now < last {
                 try? await Task.sleep(for: .milliseconds(5))
             }
         }
@@ -188,7 +195,7 @@ public final class HTTPServer: @unchecked Sendable {
         if forced > 0, let sink = configuration.diagnosticsSink {
             sink("closed \(forced) connection(s) still streaming at the end of the drain")
         }
-        deadlines.stop()
+        ticker.stop()
         let owned = lifecycleLock.withLock { () -> EventLoopGroup? in
             defer { ownedLoops = nil }
             return ownedLoops

@@ -42,10 +42,15 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     /// the whole server had every request of every loop write the same cache line.
     let inFlight = Atomic<Int>(0)
     let suspensions = Atomic<Int>(0)
+    /// This loop's suspended requests under their deadline.
+    let deadlines: RequestDeadlines
 
     init(server: HTTPServer, loop: EventLoop) {
         self.server = server
         self.loop = loop
+        deadlines = RequestDeadlines(loop: loop) { [unowned(unsafe) server] context in
+            server.complete(context, with: HTTPServer.timeoutResponse, bodyError: .requestTimedOut)
+        }
     }
 
     deinit {
@@ -93,7 +98,6 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     func suspend(_ connection: OpaquePointer) {
         MHD_suspend_connection(connection)
         suspended.insert(UnsafeMutableRawPointer(connection))
-        server.suspendedNow.add(1, ordering: .relaxed)
     }
 
     /// From any thread: resume `connection` if it is suspended (once, however often asked).
@@ -110,9 +114,18 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     private func resumeOnLoop(_ raw: UnsafeMutableRawPointer) {
         guard suspended.remove(raw) != nil else { return }
         MHD_resume_connection(OpaquePointer(raw))
-        server.suspendedNow.subtract(1, ordering: .relaxed)
         needsRun = true
         loop.wakeSoon()
+    }
+
+    /// From any thread: `context` was answered, so it leaves the loop's deadlines. The registry
+    /// is the loop's alone: from elsewhere, leaving it is posted there (as the resume is).
+    func answered(_ context: RequestContext) {
+        if loop.inEventLoop {
+            deadlines.remove(context)
+        } else {
+            loop.execute { [self] in self.deadlines.remove(context) }
+        }
     }
 
     /// On the loop: stop accepting; returns the listening socket for the caller to close.
@@ -127,11 +140,11 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     func stop() -> Int {
         guard let daemon else { return 0 }
         closing = true
+        deadlines.stop()
         let forced = suspended.count
         var rounds = 0
         while !suspended.isEmpty, rounds < 64 {
             for raw in suspended { MHD_resume_connection(OpaquePointer(raw)) }
-            server.suspendedNow.subtract(suspended.count, ordering: .relaxed)
             suspended.removeAll()
             MHD_run(daemon)
             MHD_run(daemon)

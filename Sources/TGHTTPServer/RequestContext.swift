@@ -11,7 +11,7 @@ import Synchronization
 /// global concurrent executor, so no loop thread ever waits on a handler's I/O.
 final class RequestContext: TaskExecutor, @unchecked Sendable {
     // Invariants:
-    // - `stage`, `fields`, `body` are touched only on the connection's loop thread
+    // - `stage`, `fields`, `body`, `deadlineSlot` are touched only on the connection's loop thread
     //   (MHD calls a connection's callbacks on one thread at a time).
     // - `bridge`, `task`, `connection`, `deadline` (once a handler task exists) and `bodyStream`
     //   are touched only with the server's lock for this context held (see `HTTPServer.lock(for:)`);
@@ -50,10 +50,13 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var task: Task<Void, Never>?
     var deadline: ContinuousClock.Instant?
     /// A streamed body's progress: how far past `deadline` its last bytes arrived moved it, in
-    /// nanoseconds (the body's reader thread and the watcher read it; the loop writes it).
+    /// nanoseconds (the body's reader thread and the loop's deadline check read it; the loop writes it).
     let deadlineExtension = Atomic<Int64>(0)
     /// The connection's head-deadline entry (see ``HeadDeadlines``), if it has one.
     var connectionEntry: HeadDeadlines.Entry?
+    /// Its place among its loop's requests waiting under a deadline (``RequestDeadlines``); -1
+    /// when not waiting. Loop thread only.
+    var deadlineSlot = -1
     /// Set on the loop thread when the handler answered `.async` (before its task exists).
     var isAsync = false
     var startsInline = false

@@ -85,6 +85,55 @@ import Testing
         await server.shutdown()
     }
 
+    /// A handler that answers on the loop later (``HTTPServer/Reply/deferred(_:)``, the proxy's
+    /// cached path) waits under the request's deadline on its own loop, not on a shared registry.
+    @Test func aDeferredRequestThatIsNeverAnsweredGets503AtItsDeadline() async throws {
+        let server = try startServer(
+            { $0.requestTimeout = .milliseconds(200) },
+            handler: { request in
+                request.path == "/never" ? .deferred { _ in } : .response(ServerResponse(status: .ok, contentType: "text/plain", body: "ok"))
+            }
+        )
+        let started = ContinuousClock.now
+        let result = try await curl(["-i", server.baseURL + "/never"])
+        #expect(result.stdout.hasPrefix("HTTP/1.1 503"))
+        #expect(result.stdout.contains(#""code":"request_timeout""#))
+        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(await server.requestsUnderDeadline() == 0)
+        #expect(try await curl([server.baseURL + "/"]).stdout == "ok")
+        await server.shutdown()
+    }
+
+    /// Answered from another thread, a deferred request leaves its loop's deadlines (posted to the
+    /// loop): none is left waiting once every answer is in, and none is answered twice.
+    @Test func deferredRequestsAnsweredOnAndOffTheLoopLeaveTheirDeadlines() async throws {
+        let server = try startServer(
+            { $0.requestTimeout = .seconds(5) },
+            handler: { request in
+                .deferred { responder in
+                    if request.path == "/here" {
+                        responder.respond(ServerResponse(status: .ok, contentType: "text/plain", body: "here"))
+                    } else {
+                        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) {
+                            responder.respond(ServerResponse(status: .ok, contentType: "text/plain", body: "there"))
+                        }
+                    }
+                }
+            }
+        )
+        let urls = (0..<20).flatMap { ["-o", "/dev/null", server.baseURL + ($0 % 2 == 0 ? "/here" : "/there")] }
+        let result = try await curl(["--parallel", "-w", "%{http_code}\n"] + urls)
+        #expect(result.stdout.split(separator: "\n") == Array(repeating: "200", count: 20))
+        var waiting = await server.requestsUnderDeadline()
+        for _ in 0..<100 where waiting > 0 {
+            try await Task.sleep(for: .milliseconds(10))
+            waiting = await server.requestsUnderDeadline()
+        }
+        #expect(waiting == 0)
+        #expect(server.requestsInFlight == 0)
+        await server.shutdown()
+    }
+
     @Test func streamsABodyOfUnknownLengthAsChunks() async throws {
         let server = try startServer(handler: { _ in
             .response(
