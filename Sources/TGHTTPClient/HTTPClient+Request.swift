@@ -13,6 +13,12 @@ public enum HTTPClientRequestBody: Sendable {
     case stream(length: Int?, @Sendable (HTTPClientBodyWriter) async throws -> Void)
 }
 
+extension HTTPClientRequestBody {
+    var isNone: Bool {
+        if case .none = self { true } else { false }
+    }
+}
+
 /// Writes the chunks of a streamed request body.
 public struct HTTPClientBodyWriter: Sendable {
     let channel: BodyChannel
@@ -74,24 +80,33 @@ extension HTTPClient {
         func string(_ option: CURLoption, _ value: String) {
             check(value.withCString { CShims_curl_easy_setopt_ptr(easy, option, $0) })
         }
-        string(CURLOPT_URL, url.url)
-        // The parsed origin, when there is one, is what libcurl connects to (it takes precedence
-        // over the URL's text, which stays what libcurl reports).
-        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_CURLU, url.parsed.map { UnsafeMutableRawPointer($0) }))
+        // What the handle's last request left set is set again only where this one differs; until
+        // this one is set up, nothing is known (a failure leaves the next request to set all).
+        let last = transfer.lastRequest
+        transfer.lastRequest = LastRequest()
+        if url.parsed == nil || url.parsed != last.origin || url.url != last.url {
+            string(CURLOPT_URL, url.url)
+            // The parsed origin, when there is one, is what libcurl connects to (it takes precedence
+            // over the URL's text, which stays what libcurl reports).
+            check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_CURLU, url.parsed.map { UnsafeMutableRawPointer($0) }))
+        }
         if let target = url.target {
             string(CURLOPT_REQUEST_TARGET, target)
         } else {
             check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_REQUEST_TARGET, nil))
         }
-        long(CURLOPT_TIMEOUT_MS, timeout.map(Self.milliseconds) ?? 0)
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, userdata))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, userdata))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, userdata))
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_READDATA, userdata))
-        // GET, no body, no custom method: what the options below change.
-        long(CURLOPT_HTTPGET, 1)
-        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, nil))
-        check(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, -1))
+        let plainGet = method == "GET" && timeout == nil && body.isNone
+        if !(plainGet && last.plainGet) {
+            long(CURLOPT_TIMEOUT_MS, timeout.map(Self.milliseconds) ?? 0)
+            // GET, no body, no custom method: what the options below change.
+            long(CURLOPT_HTTPGET, 1)
+            check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, nil))
+            check(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, -1))
+        }
 
         var hasBody = false
         switch body {
@@ -138,6 +153,7 @@ extension HTTPClient {
         transfer.finishHeaders()
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, transfer.headerList))
         if failed != CURLE_OK { throw HTTPClientError.from(failed, detail: "setting up the request") }
+        transfer.lastRequest = LastRequest(url: url.parsed == nil ? nil : url.url, origin: url.parsed, plainGet: plainGet)
     }
 
     /// The options every request of this client shares, set once per easy handle.

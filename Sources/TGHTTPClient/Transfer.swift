@@ -29,6 +29,9 @@ final class Transfer: @unchecked Sendable {
     private var headerBlock: UnsafeMutableRawPointer?
     /// The handle's own (see `EasyHandlePool`), cleared for each request.
     let errorBuffer: UnsafeMutablePointer<CChar>
+    /// What the handle's previous request left set; updated by `HTTPClient.prepare` (event
+    /// thread or the submitting task, before the transfer is added).
+    var lastRequest: LastRequest
     var status = 0
     /// The current header block as received; parsed off the event thread (see `RawHead`).
     /// Appended to once per header line, so its dynamic exclusivity check is off: only libcurl's
@@ -73,9 +76,10 @@ final class Transfer: @unchecked Sendable {
     var needsCommonOptions: Bool
 
     init(mode: Mode, handles: EasyHandlePool) throws {
-        guard let (easy, errorBuffer, fresh) = handles.take() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
-        self.easy = easy
-        self.errorBuffer = errorBuffer
+        guard let (handle, fresh) = handles.take() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
+        easy = handle.easy
+        errorBuffer = handle.errorBuffer
+        lastRequest = handle.last
         needsCommonOptions = fresh
         self.mode = mode
         self.handles = handles
@@ -84,7 +88,7 @@ final class Transfer: @unchecked Sendable {
 
     deinit {
         // The client removed the handle from its multi handle before releasing the transfer.
-        handles.give(easy, errorBuffer: errorBuffer, reusable: !needsCommonOptions)
+        handles.give(EasyHandle(easy: easy, errorBuffer: errorBuffer, last: lastRequest), reusable: !needsCommonOptions)
         if let headerBlock {
             headerBlock.deallocate()
         } else if let headerList {

@@ -56,6 +56,51 @@ final class RequestLog: @unchecked Sendable {
         scripted.stop()
     }
 
+    /// A recycled handle is given only the options that differ from its last request's (the
+    /// origin, a method or body, a timeout): alternating origins, methods and bodies on one
+    /// handle, every request still goes where it should, as it should, with nothing of the one
+    /// before it.
+    @Test func aRecycledHandleSetOnlyWhatChangedStillSendsEachRequestAsItIs() async throws {
+        let logA = RequestLog()
+        let logB = RequestLog()
+        let a = try ScriptedHTTPServer { request in
+            logA.append(request)
+            return .raw("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na")
+        }
+        let b = try ScriptedHTTPServer { request in
+            logB.append(request)
+            return .raw("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb")
+        }
+        let client = testClient()
+        func call(_ server: ScriptedHTTPServer, _ path: String, method: HTTPRequest.Method = .get, body: [UInt8]? = nil) async throws -> String {
+            var request = get(server.port, path, method: method)
+            if body != nil { request.headerFields[.authorization] = "Bearer upstream-secret" }
+            let response = try await client.stream(request, body: body.map { .bytes($0) } ?? .none, idleTimeout: .seconds(5))
+            return String(decoding: try await response.collect(upTo: 100), as: UTF8.self)
+        }
+        #expect(try await call(a, "/1") == "a")
+        #expect(try await call(b, "/2") == "b")
+        #expect(try await call(a, "/3") == "a")
+        #expect(try await call(a, "/4", method: .put, body: Array("payload".utf8)) == "a")
+        #expect(try await call(a, "/5") == "a")
+        #expect(try await call(b, "/6", method: .head) == "")
+        #expect(try await call(b, "/7") == "b")
+        #expect(try await call(a, "/8") == "a")
+        _ = try await client.send(get(a.port, "/9"), timeout: .seconds(5))
+        #expect(try await call(a, "/10") == "a")
+        #expect(logA.all.map { "\($0.method) \($0.target)" } == ["GET /1", "GET /3", "PUT /4", "GET /5", "GET /8", "GET /9", "GET /10"])
+        #expect(logB.all.map { "\($0.method) \($0.target)" } == ["GET /2", "HEAD /6", "GET /7"])
+        for request in logA.all + logB.all where request.method != "PUT" {
+            #expect(request.body.isEmpty)
+            #expect(request.header("Authorization") == nil)
+            #expect(request.header("Content-Length") == nil)
+        }
+        #expect(logA.all[2].body == Array("payload".utf8))
+        client.shutdown()
+        a.stop()
+        b.stop()
+    }
+
     /// A connection back in libcurl's pool keeps its socket in the loop's epoll set (no
     /// `epoll_ctl` per request). When the upstream drops it while idle, the socket leaves the set
     /// at once, and the next request opens a new connection: nothing hangs and nothing leaks.
