@@ -13,8 +13,9 @@ public struct RawHead: Sendable {
     /// The announced `Content-Length`, if there is one and it is well-formed (the first such line
     /// decides).
     public let contentLength: Int?
-    /// A `Connection` line is among the fields (it may name more fields that do not pass a proxy).
-    public let hasConnection: Bool
+    /// A `Connection` line names something other than `keep-alive` and `close`: fields, which do
+    /// not pass a proxy (most answers say `keep-alive` or nothing, and need no look for them).
+    public let connectionNamesFields: Bool
 
     /// A head from its lines, read once for what ``Facts`` gathers.
     init(status: Int, bytes: [UInt8]) {
@@ -33,13 +34,13 @@ public struct RawHead: Sendable {
         self.status = status
         self.bytes = bytes
         contentLength = facts.contentLength
-        hasConnection = facts.hasConnection
+        connectionNamesFields = facts.connectionNamesFields
     }
 
     /// What the proxy asks of every head, gathered line by line (no second pass over the head).
     struct Facts {
         private(set) var contentLength: Int?
-        private(set) var hasConnection = false
+        private(set) var connectionNamesFields = false
         private var lengthSeen = false
 
         /// One header line, without its line break.
@@ -49,8 +50,8 @@ public struct RawHead: Sendable {
             if !lengthSeen, let value = RawHead.value(of: "content-length:", in: line), !value.isEmpty {
                 lengthSeen = true
                 contentLength = RawHead.decimal(value)
-            } else if !hasConnection, RawHead.value(of: "connection:", in: line) != nil {
-                hasConnection = true
+            } else if !connectionNamesFields, let value = RawHead.value(of: "connection:", in: line) {
+                connectionNamesFields = RawHead.namesFields(value)
             }
         }
     }
@@ -60,6 +61,23 @@ public struct RawHead: Sendable {
         let count = name.utf8CodeUnitCount
         guard line.count >= count, HeaderLines.named(UnsafeBufferPointer(rebasing: line[..<count]), name) else { return nil }
         return UnsafeBufferPointer(rebasing: line[count...])
+    }
+
+    /// A `Connection` value lists a token other than `keep-alive` and `close`.
+    private static func namesFields(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+        var start = 0
+        while start < value.count {
+            var end = start
+            while end < value.count, value[end] != UInt8(ascii: ",") { end += 1 }
+            var first = start
+            var last = end
+            while first < last, value[first] == 0x20 || value[first] == 0x09 { first += 1 }
+            while last > first, value[last - 1] == 0x20 || value[last - 1] == 0x09 { last -= 1 }
+            let token = UnsafeBufferPointer(rebasing: value[first..<last])
+            if !token.isEmpty, !HeaderLines.named(token, "keep-alive"), !HeaderLines.named(token, "close") { return true }
+            start = end + 1
+        }
+        return false
     }
 
     /// Digits between spaces and tabs as a number; nil for anything else or more than 18 digits.

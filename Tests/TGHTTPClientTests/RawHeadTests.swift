@@ -35,11 +35,15 @@ import Testing
         #expect(head(["Content-Length : 5\r\n"]).contentLength == nil)
     }
 
-    @Test func aConnectionLineIsNoticedInAnyCaseAndNothingElseIs() {
-        #expect(head(["Content-Type: a\r\n", "connection: close\r\n"]).hasConnection)
-        #expect(head(["CONNECTION:keep-alive\r\n"]).hasConnection)
-        for other in ["X-Connection: a\r\n", "Connection-Id: 1\r\n", "Connection : a\r\n", "Connectio: a\r\n", "Keep-Alive: 5\r\n"] {
-            #expect(!head([other]).hasConnection, "\(other)")
+    @Test func aConnectionLineThatNamesFieldsIsNoticedInAnyCase() {
+        #expect(head(["Content-Type: a\r\n", "connection: X-Private\r\n"]).connectionNamesFields)
+        #expect(head(["CONNECTION:keep-alive, x-a\r\n"]).connectionNamesFields)
+        #expect(head(["Connection: close,\tTE \r\n"]).connectionNamesFields)
+        for other in [
+            "Connection: keep-alive\r\n", "Connection: close\r\n", "connection: Keep-Alive , CLOSE,,\r\n", "Connection:\r\n",
+            "X-Connection: a\r\n", "Connection-Id: 1\r\n", "Connection : a\r\n", "Keep-Alive: 5\r\n",
+        ] {
+            #expect(!head([other]).connectionNamesFields, "\(other)")
         }
     }
 
@@ -49,7 +53,7 @@ import Testing
         let heads: [[String]] = [
             ["Content-Length: 42\r\n", "Connection: close\r\n"], ["content-LENGTH:\t7 \r\n", "Content-Length: 9\r\n"],
             ["Content-Length: \r\n", "Content-Length: 3\r\n"], ["Content-Length: 4x\r\n", "Content-Length: 5\r\n"],
-            ["X-A: 1\n", "connection: a, b\n"], [],
+            ["X-A: 1\n", "connection: a, b\n"], ["Connection: keep-alive\r\n", "Connection: x\r\n"], [],
         ]
         for lines in heads {
             var facts = RawHead.Facts()
@@ -61,7 +65,7 @@ import Testing
             let whole = head(lines)
             let gathered = RawHead(status: 200, bytes: whole.bytes, facts: facts)
             #expect(gathered.contentLength == whole.contentLength, "\(lines)")
-            #expect(gathered.hasConnection == whole.hasConnection, "\(lines)")
+            #expect(gathered.connectionNamesFields == whole.connectionNamesFields, "\(lines)")
         }
     }
 }

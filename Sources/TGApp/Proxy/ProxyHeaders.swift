@@ -177,7 +177,7 @@ enum ProxyHeaders {
     static func relay(_ head: RawHead, location: () -> ProxyLocation?, into response: inout ServerResponse) {
         // Names listed in `Connection` (rare: most answers have none, or `keep-alive`).
         var dropped: [[UInt8]] = []
-        if head.hasConnection {
+        if head.connectionNamesFields {
             head.forEachField { name, value in
                 guard RawHeaderFields.equalsIgnoringCase(name, "connection") else { return }
                 var start = value.startIndex
