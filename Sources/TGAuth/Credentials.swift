@@ -15,7 +15,13 @@ public struct OpaqueToken: Sendable {
 
     /// The stored form of a presented token, or nil for one that cannot be TokenGate's (empty,
     /// too long or not base64url), so that garbage never reaches a query.
-    public static func hashIfWellFormed<Text: StringProtocol>(_ presented: Text) -> PostgresBytes? {
+    public static func hashIfWellFormed(_ presented: String) -> PostgresBytes? {
+        hashIfWellFormed(presented[...])
+    }
+
+    /// The same for a token still in its header. Not generic: the bytes are lent, checked and
+    /// hashed without a protocol dispatch (every proxied call's token comes here).
+    public static func hashIfWellFormed(_ presented: Substring) -> PostgresBytes? {
         // On the bytes in place: every proxied call's token is checked here.
         let wellFormed = presented.utf8.withContiguousStorageIfAvailable(isWellFormed) ?? Array(presented.utf8).withUnsafeBufferPointer(isWellFormed)
         return wellFormed ? hash(presented) : nil
@@ -30,7 +36,9 @@ public struct OpaqueToken: Sendable {
         return true
     }
 
-    static func hash<Text: StringProtocol>(_ value: Text) -> PostgresBytes { PostgresBytes(Digest.sha256(utf8: value)) }
+    static func hash(_ value: String) -> PostgresBytes { hash(value[...]) }
+
+    static func hash(_ value: Substring) -> PostgresBytes { PostgresBytes(Digest.sha256(utf8: value)) }
 }
 
 /// Secrets at rest: AES-256-GCM blobs that name their key (``KeyRing``), each bound to the row it

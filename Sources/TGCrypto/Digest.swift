@@ -16,6 +16,13 @@ public enum Digest {
         return text.utf8.withContiguousStorageIfAvailable { sha256(UnsafeRawBufferPointer($0)) } ?? sha256(Array(text.utf8))
     }
 
+    /// The same for a `Substring` (a bearer token still in its header): not generic, so the
+    /// bytes are lent without a protocol dispatch (every API call hashes one).
+    public static func sha256(utf8 text: Substring) -> [UInt8] {
+        guard !text.utf8.isEmpty else { return sha256([]) }
+        return text.utf8.withContiguousStorageIfAvailable { sha256(UnsafeRawBufferPointer($0)) } ?? sha256(Array(text.utf8))
+    }
+
     /// `input` must have a base address. OpenSSL's low-level SHA-256 (`CShims_SHA256`: no
     /// allocation, no provider dispatch), which cannot fail.
     private static func sha256(_ input: UnsafeRawBufferPointer) -> [UInt8] {
