@@ -98,8 +98,10 @@ public final class Application: Sendable {
         return Problem.internalError(requestID: requestID).response()
     }
 
+    /// `response` is consumed: the request id goes into its fields in place (a copy still held
+    /// elsewhere would make the append copy every relayed field first).
     fileprivate func finish(
-        _ response: ServerResponse,
+        _ response: consuming ServerResponse,
         _ request: ServerRequest,
         _ info: RequestInfo,
         _ route: RouteName,
@@ -211,9 +213,9 @@ final class LoopCall: Sendable {
         handler(request, info, RouteResponder(call: self, responder: responder))
     }
 
-    func finish(_ result: Result<ServerResponse, any Error>, _ responder: LoopResponder) {
+    func finish(_ result: consuming Result<ServerResponse, any Error>, _ responder: LoopResponder) {
         let response: ServerResponse
-        switch result {
+        switch consume result {
         case .success(let answer): response = answer
         case .failure(let error): response = app.answer(error, requestID: info.requestID, route: route.pattern)
         }

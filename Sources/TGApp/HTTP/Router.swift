@@ -236,7 +236,7 @@ public struct RouteResponder: Sendable {
     let call: LoopCall
     let responder: LoopResponder
 
-    public func respond(_ response: ServerResponse) { call.finish(.success(response), responder) }
+    public func respond(_ response: consuming ServerResponse) { call.finish(.success(response), responder) }
 
     public func fail(_ error: any Error) { call.finish(.failure(error), responder) }
 }
