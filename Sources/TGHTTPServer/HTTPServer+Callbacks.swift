@@ -243,7 +243,7 @@ extension HTTPServer {
             return queue(response, on: connection, daemon: context.daemon)
         case .suspend:
             context.task = task
-            context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout)
+            context.startDeadline()
             context.daemon.suspend(connection)
             context.daemon.suspensions.add(1, ordering: .relaxed)
             context.daemon.deadlines.add(context)
@@ -260,7 +260,7 @@ extension HTTPServer {
         lock.lock()
         let action = context.bridge.complete(response)
         let task = context.task
-        let registered = context.deadline != nil
+        let registered = context.deadline != 0
         if action == .resume, let connection = context.connection {
             context.daemon.resume(connection)
         }

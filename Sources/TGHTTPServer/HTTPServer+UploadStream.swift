@@ -2,6 +2,7 @@ import CMicroHTTPD
 import CShims
 import HTTPTypes
 import Synchronization
+import TGEventLoop
 
 // Requests whose body streams (`RequestLimits.streamsBody`): the handler runs once the head has
 // arrived and reads the body from a `RequestBodyStream` while libmicrohttpd receives it.
@@ -39,13 +40,13 @@ extension HTTPServer {
             }
             wake?.resume()
         case .deferred(let start):
-            lock.withLock { context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout) }
+            lock.withLock { context.startDeadline() }
             start(LoopResponder(server: self, context: context))
             lock.withLock {
                 if !context.bridge.isFinished { context.daemon.deadlines.add(context) }
             }
         case .async(let respond):
-            lock.withLock { context.deadline = ContinuousClock.now.advanced(by: context.requestTimeout) }
+            lock.withLock { context.startDeadline() }
             context.startsInline = true
             let task = Task(executorPreference: context) { [unowned self] in
                 let response = await respond(request)
@@ -116,8 +117,9 @@ extension HTTPServer {
     /// Body bytes arrived: the request's deadline counts from now (loop thread, where the
     /// deadline was set).
     private func noteBodyProgress(_ context: RequestContext) {
-        guard let deadline = context.deadline else { return }
-        context.bodyProgressed(at: .now, since: deadline.advanced(by: .zero - context.requestTimeout))
+        guard context.deadline != 0 else { return }
+        let (seconds, attoseconds) = context.requestTimeout.components
+        context.bodyProgressed(at: EventLoop.now(), since: context.deadline - (seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
     }
 
     /// How many body bytes in all are read before a connection is cut: a little past the limit

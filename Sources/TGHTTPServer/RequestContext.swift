@@ -1,6 +1,7 @@
 import CMicroHTTPD
 import HTTPTypes
 import Synchronization
+import TGEventLoop
 
 /// Everything the server keeps for one request, from the URI-log callback (which allocates it)
 /// to the request-completed callback (which releases it).
@@ -48,7 +49,10 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var bodyStream: RequestBodyStream?
     var bridge = BridgeStateMachine<ServerResponse>()
     var task: Task<Void, Never>?
-    var deadline: ContinuousClock.Instant?
+    /// When the answer is due, in `EventLoop.now()` nanoseconds (0: no deadline set). A plain
+    /// integer: an optional `ContinuousClock.Instant` is copied and destroyed through its type's
+    /// metadata, several times per request.
+    var deadline: Int64 = 0
     /// A streamed body's progress: how far past `deadline` its last bytes arrived moved it, in
     /// nanoseconds (the body's reader thread and the loop's deadline check read it; the loop writes it).
     let deadlineExtension = Atomic<Int64>(0)
@@ -64,15 +68,19 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     /// Whether the request's deadline passed at `now`: for a streamed body, `requestTimeout`
     /// after the last bytes arrived, so an upload that keeps arriving is never cut (the minimum
     /// data rate of `HeadDeadlines` bounds a slow one). Nil deadline: due at once.
-    func isDue(at now: ContinuousClock.Instant) -> Bool {
-        guard let deadline else { return true }
-        return deadline.advanced(by: .nanoseconds(deadlineExtension.load(ordering: .relaxed))) <= now
+    func isDue(at now: Int64) -> Bool {
+        deadline == 0 || deadline + deadlineExtension.load(ordering: .relaxed) <= now
+    }
+
+    /// Sets the deadline `requestTimeout` from now.
+    func startDeadline() {
+        let (seconds, attoseconds) = requestTimeout.components
+        deadline = EventLoop.now() + seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     /// Body bytes arrived (loop thread): the deadline moves to `requestTimeout` from now.
-    func bodyProgressed(at now: ContinuousClock.Instant, since start: ContinuousClock.Instant) {
-        let elapsed = (now - start).components
-        deadlineExtension.store(elapsed.seconds * 1_000_000_000 + elapsed.attoseconds / 1_000_000_000, ordering: .relaxed)
+    func bodyProgressed(at now: Int64, since start: Int64) {
+        deadlineExtension.store(now - start, ordering: .relaxed)
     }
 
     init(target: String, connection: OpaquePointer?, daemon: LoopDaemon) {

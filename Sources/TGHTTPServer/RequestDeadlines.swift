@@ -58,7 +58,7 @@ final class RequestDeadlines {
     }
 
     private func check() {
-        let now = ContinuousClock.now
+        let now = EventLoop.now()
         let due = waiting.filter { $0.isDue(at: now) }
         for context in due { remove(context) }
         for context in due { expire(context) }
