@@ -25,15 +25,10 @@ public struct HeaderLines: Sendable {
         var token = token
         return token.withUTF8 { token in
             guard Self.isSafeValue(token) else { return false }
-            storage.append(contentsOf: Self.bearerPrefix)
-            storage.append(contentsOf: token)
-            storage.append(0)
-            lineCount += 1
+            appendLine("Authorization: Bearer ", UnsafeBufferPointer(start: nil, count: 0), token)
             return true
         }
     }
-
-    private static let bearerPrefix = Array("Authorization: Bearer ".utf8)
 
     /// No NUL (it would end libcurl's C string) and no CR or LF (a line break smuggles a field).
     private static func isSafeValue(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
@@ -60,13 +55,35 @@ public struct HeaderLines: Sendable {
             !Self.named(name, "content-length"), !Self.named(name, "transfer-encoding"), !Self.named(name, "expect")
         else { return false }
         if Self.named(name, "content-type") { hasContentType = true }
-        storage.append(contentsOf: name)
-        storage.append(UInt8(ascii: ":"))
-        storage.append(UInt8(ascii: " "))
-        storage.append(contentsOf: value)
-        storage.append(0)
-        lineCount += 1
+        appendLine("", name, value, separator: ": ")
         return true
+    }
+
+    /// `prefix`, `name`, `separator`, `value` and a NUL as one line, assembled on the stack and
+    /// copied in once (five appends checked capacity and uniqueness five times, for every line of
+    /// every proxied call).
+    private mutating func appendLine(
+        _ prefix: StaticString,
+        _ name: UnsafeBufferPointer<UInt8>,
+        _ value: UnsafeBufferPointer<UInt8>,
+        separator: StaticString = ""
+    ) {
+        let total = prefix.utf8CodeUnitCount + name.count + separator.utf8CodeUnitCount + value.count + 1
+        withUnsafeTemporaryAllocation(byteCount: total, alignment: 1) { line in
+            guard let base = line.baseAddress else { return }
+            var at = 0
+            func copy(_ source: UnsafeRawPointer?, _ count: Int) {
+                if let source, count > 0 { (base + at).copyMemory(from: source, byteCount: count) }
+                at += count
+            }
+            copy(prefix.utf8Start, prefix.utf8CodeUnitCount)
+            copy(name.baseAddress, name.count)
+            copy(separator.utf8Start, separator.utf8CodeUnitCount)
+            copy(value.baseAddress, value.count)
+            line[at] = 0
+            storage.append(contentsOf: UnsafeRawBufferPointer(line))
+        }
+        lineCount += 1
     }
 
     /// Each line as a C string.

@@ -25,10 +25,7 @@ public struct RawHeaderFields: Sendable, Equatable {
         guard !trimmed.contains(where: { $0 == 0 || $0 == 0x0D || $0 == 0x0A }) else { return false }
         // One buffer for a typical answer's fields (an exact reserve per field would copy each time).
         if storage.capacity == 0 { storage.reserveCapacity(512) }
-        storage.append(contentsOf: name)
-        storage.append(0)
-        storage.append(contentsOf: trimmed)
-        storage.append(0)
+        storage.appendField(UnsafeRawBufferPointer(name), separator: "\0", UnsafeRawBufferPointer(trimmed))
         return true
     }
 

@@ -39,16 +39,11 @@ public struct RequestFields: Sendable, Equatable {
         while end > start, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
         // Room for a typical head at once (growing field by field would copy each time).
         if storage.capacity == 0 { storage.reserveCapacity(256) }
-        storage.append(contentsOf: name)
-        storage.append(0)
-        let valueStart = storage.count
-        storage.append(contentsOf: UnsafeRawBufferPointer(rebasing: value[start..<end]))
-        storage.withUnsafeMutableBufferPointer { bytes in
-            for index in valueStart..<bytes.count where bytes[index] < 0x20 && bytes[index] != 0x09 || bytes[index] == 0x7F {
+        storage.appendField(name, separator: "\0", UnsafeRawBufferPointer(rebasing: value[start..<end])) { bytes in
+            for index in bytes.indices where bytes[index] < 0x20 && bytes[index] != 0x09 || bytes[index] == 0x7F {
                 bytes[index] = 0x20
             }
         }
-        storage.append(0)
         count += 1
         return true
     }
