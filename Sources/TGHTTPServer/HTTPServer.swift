@@ -45,7 +45,6 @@ public final class HTTPServer: @unchecked Sendable {
     public let configuration: Configuration
     let handler: Handler
     let uploadPauses = Atomic<Int>(0)
-    /// Connections suspended right now (all loops).
     let locks: [Lock] = (0..<64).map { _ in Lock() }
     /// Connections whose next request head is still arriving (for ``Configuration/requestHeadTimeout``).
     let heads = HeadDeadlines()

@@ -53,7 +53,8 @@ final class RequestDeadlines {
     }
 
     private func arm() {
-        if timer == nil { timer = loop.makeTimer { [unowned self] in self.check() } }
+        // Weak: the loop's heap holds the timer, and the loop may outlive its daemon.
+        if timer == nil { timer = loop.makeTimer { [weak self] in self?.check() } }
         timer?.schedule(at: EventLoop.now() + interval)
     }
 
