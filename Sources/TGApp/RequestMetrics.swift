@@ -1,5 +1,6 @@
 import Prometheus
 import Synchronization
+import TGEventLoop
 
 /// `tokengate_http_requests_total` and `tokengate_http_request_duration_seconds`: counted per
 /// event loop (a shard each, under its own lock, which only that loop takes on the hot path) and
@@ -12,9 +13,7 @@ struct RequestMetrics: Sendable {
         .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5),
         .seconds(10), .seconds(30),
     ]
-    private static let boundNanoseconds: [Int64] = bucketBounds.map {
-        $0.components.seconds * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000
-    }
+    private static let boundNanoseconds: [Int64] = bucketBounds.map(EventLoop.nanoseconds)
 
     /// The counts of one (route, method, status) on one shard.
     struct Entry: Sendable {

@@ -65,6 +65,13 @@ public final class EventLoop: @unchecked Sendable {
         close(epollFD)
     }
 
+    /// `duration` in nanoseconds, the unit of ``now()`` and of every deadline on a loop.
+    /// (`Duration.components` divides a 128-bit count: this reads it once.)
+    public static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
     /// Nanoseconds on the monotonic clock.
     public static func now() -> Int64 {
         var time = timespec()

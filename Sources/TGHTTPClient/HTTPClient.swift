@@ -188,7 +188,7 @@ public final class HTTPClient: @unchecked Sendable {
             if let transfer { self?.submit(.resume(transfer)) }
         }
         try prepare(transfer, request, body: body, timeout: nil)
-        transfer.idleTimeout = IdleDeadline.nanoseconds(idleTimeout)
+        transfer.idleTimeout = EventLoop.nanoseconds(idleTimeout)
         let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.awaitHead(continuation)

@@ -47,10 +47,4 @@ final class IdleDeadline {
             expire()
         }
     }
-
-    static func nanoseconds(_ duration: Duration) -> Int64 {
-        // `components` divides a 128-bit count: read once.
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
 }

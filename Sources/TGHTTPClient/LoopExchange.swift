@@ -37,7 +37,7 @@ public final class LoopExchange: @unchecked Sendable {
 
     init(client: HTTPClient, idleTimeout: Duration) {
         self.client = client
-        self.idleTimeout = IdleDeadline.nanoseconds(idleTimeout)
+        self.idleTimeout = EventLoop.nanoseconds(idleTimeout)
     }
 
     /// Whether the body is all here (nothing more will arrive).
@@ -127,7 +127,7 @@ public final class LoopExchange: @unchecked Sendable {
     // MARK: From the transfer (loop thread)
 
     func started(headTimeout: Duration) {
-        let deadline = EventLoop.now() + IdleDeadline.nanoseconds(headTimeout)
+        let deadline = EventLoop.now() + EventLoop.nanoseconds(headTimeout)
         // A strong capture (the exchange itself is the closure's context: no allocation, no weak
         // reference table): the cycle ends when the timer fires or is cancelled, which the head's
         // arrival, the transfer's end and `cancel()` all do, and a loop that ends lets go of it.

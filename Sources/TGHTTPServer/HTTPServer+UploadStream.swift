@@ -2,7 +2,6 @@ import CMicroHTTPD
 import CShims
 import HTTPTypes
 import Synchronization
-import TGEventLoop
 
 // Requests whose body streams (`RequestLimits.streamsBody`): the handler runs once the head has
 // arrived and reads the body from a `RequestBodyStream` while libmicrohttpd receives it.
@@ -70,7 +69,7 @@ extension HTTPServer {
     ) -> MHD_Result {
         let total = received + count
         context.stage = .streaming(received: total)
-        noteBodyProgress(context)
+        context.bodyProgressed()
         guard let stream = context.bodyStream, let uploadData else { return MHD_Result.YES }
         let lock = stream.lock
         if total > context.maxBodySize {
@@ -95,7 +94,7 @@ extension HTTPServer {
     /// The last access-handler call of the body: end the stream, then answer now or wait.
     func endStreaming(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
         context.stage = .dispatched
-        noteBodyProgress(context)
+        context.bodyProgressed()
         guard let stream = context.bodyStream else { return MHD_Result.NO }
         let lock = stream.lock
         lock.lock()
@@ -112,14 +111,6 @@ extension HTTPServer {
             wake?.resume()
             return MHD_Result.YES
         }
-    }
-
-    /// Body bytes arrived: the request's deadline counts from now (loop thread, where the
-    /// deadline was set).
-    private func noteBodyProgress(_ context: RequestContext) {
-        guard context.deadline != 0 else { return }
-        let (seconds, attoseconds) = context.requestTimeout.components
-        context.bodyProgressed(at: EventLoop.now(), since: context.deadline - (seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
     }
 
     /// How many body bytes in all are read before a connection is cut: a little past the limit

@@ -1,4 +1,5 @@
 import Synchronization
+import TGEventLoop
 
 #if canImport(Glibc)
 import Glibc
@@ -91,7 +92,7 @@ final class HeadDeadlines: @unchecked Sendable {
     /// counts silence); returns how many. A window with enough bytes starts the next one.
     @discardableResult
     func expireSlowBodies(bytesPerSecond: Int, window: Duration, now: Int64 = HeadDeadlines.now()) -> Int {
-        let length = window.components.seconds * 1_000_000_000 + window.components.attoseconds / 1_000_000_000
+        let length = EventLoop.nanoseconds(window)
         let needed = Int(Double(bytesPerSecond) * Double(length) / 1e9)
         return lock.withLock {
             var expired = 0
@@ -114,7 +115,7 @@ final class HeadDeadlines: @unchecked Sendable {
     /// returns how many. A head that arrives while this runs is not cut off.
     @discardableResult
     func expire(timeout: Duration, now: Int64 = HeadDeadlines.now()) -> Int {
-        let limit = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+        let limit = EventLoop.nanoseconds(timeout)
         return lock.withLock {
             var expired = 0
             for entry in open.values {

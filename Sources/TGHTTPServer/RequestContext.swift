@@ -74,13 +74,13 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
 
     /// Sets the deadline `requestTimeout` from now.
     func startDeadline() {
-        let (seconds, attoseconds) = requestTimeout.components
-        deadline = EventLoop.now() + seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        deadline = EventLoop.now() + EventLoop.nanoseconds(requestTimeout)
     }
 
-    /// Body bytes arrived (loop thread): the deadline moves to `requestTimeout` from now.
-    func bodyProgressed(at now: Int64, since start: Int64) {
-        deadlineExtension.store(now - start, ordering: .relaxed)
+    /// Body bytes arrived (loop thread): a set deadline moves to `requestTimeout` from now.
+    func bodyProgressed() {
+        guard deadline != 0 else { return }
+        deadlineExtension.store(EventLoop.now() + EventLoop.nanoseconds(requestTimeout) - deadline, ordering: .relaxed)
     }
 
     init(target: String, connection: OpaquePointer?, daemon: LoopDaemon) {

@@ -17,8 +17,7 @@ final class RequestDeadlines {
 
     init(loop: EventLoop, interval: Duration = .milliseconds(50), expire: @escaping (RequestContext) -> Void) {
         self.loop = loop
-        let (seconds, attoseconds) = interval.components
-        self.interval = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        self.interval = EventLoop.nanoseconds(interval)
         self.expire = expire
     }
 

@@ -1,3 +1,5 @@
+import TGEventLoop
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -46,8 +48,7 @@ final class Ticker: @unchecked Sendable {
 
     /// Sleeps in steps of at most 50 ms, so `stop()` returns soon whatever the interval.
     private func loop() {
-        let (seconds, attoseconds) = interval.components
-        let nanos = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let nanos = EventLoop.nanoseconds(interval)
         let step = min(nanos, 50_000_000)
         var slept: Int64 = 0
         while true {
