@@ -8,17 +8,14 @@ public enum Digest {
         withNonNullBytes(bytes) { input, count in sha256(UnsafeRawBufferPointer(start: input, count: count)) }
     }
 
-    /// SHA-256 of a string's UTF-8 (32 bytes), read in place when the string is stored
-    /// contiguously (a bearer token is hashed on every API call).
-    public static func sha256<Text: StringProtocol>(utf8 text: Text) -> [UInt8] {
-        // Empty input goes through the array path, which gives OpenSSL a non-NULL pointer.
-        guard !text.utf8.isEmpty else { return sha256([]) }
-        return text.utf8.withContiguousStorageIfAvailable { sha256(UnsafeRawBufferPointer($0)) } ?? sha256(Array(text.utf8))
-    }
+    /// SHA-256 of a string's UTF-8 (32 bytes).
+    public static func sha256(utf8 text: String) -> [UInt8] { sha256(utf8: text[...]) }
 
-    /// The same for a `Substring` (a bearer token still in its header): not generic, so the
-    /// bytes are lent without a protocol dispatch (every API call hashes one).
+    /// SHA-256 of a substring's UTF-8 (a bearer token still in its header), read in place when
+    /// stored contiguously. Not generic: the bytes are lent without a protocol dispatch (every API
+    /// call hashes one).
     public static func sha256(utf8 text: Substring) -> [UInt8] {
+        // Empty input goes through the array path, which gives OpenSSL a non-NULL pointer.
         guard !text.utf8.isEmpty else { return sha256([]) }
         return text.utf8.withContiguousStorageIfAvailable { sha256(UnsafeRawBufferPointer($0)) } ?? sha256(Array(text.utf8))
     }

@@ -21,10 +21,7 @@ public struct RawHead: Sendable {
     init(status: Int, bytes: [UInt8]) {
         var facts = Facts()
         bytes.withUnsafeBufferPointer { buffer in
-            Self.forEachLine(buffer) { start, end in
-                facts.add(UnsafeBufferPointer(rebasing: buffer[start..<end]))
-                return true
-            }
+            Self.forEachLine(buffer) { start, end in facts.add(UnsafeBufferPointer(rebasing: buffer[start..<end])) }
         }
         self.init(status: status, bytes: bytes, facts: facts)
     }
@@ -51,7 +48,9 @@ public struct RawHead: Sendable {
                 lengthSeen = true
                 contentLength = RawHead.decimal(value)
             } else if !connectionNamesFields, let value = RawHead.value(of: "connection:", in: line) {
-                connectionNamesFields = RawHead.namesFields(value)
+                RawHead.forEachListItem(value) { item in
+                    if !HeaderLines.named(item, "keep-alive"), !HeaderLines.named(item, "close") { connectionNamesFields = true }
+                }
             }
         }
     }
@@ -63,8 +62,9 @@ public struct RawHead: Sendable {
         return UnsafeBufferPointer(rebasing: line[count...])
     }
 
-    /// A `Connection` value lists a token other than `keep-alive` and `close`.
-    private static func namesFields(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+    /// Each item of a comma-separated field value (RFC 9110 §5.6.1), without the spaces and tabs
+    /// around it; empty items are skipped.
+    public static func forEachListItem(_ value: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> Void) {
         var start = 0
         while start < value.count {
             var end = start
@@ -73,11 +73,9 @@ public struct RawHead: Sendable {
             var last = end
             while first < last, value[first] == 0x20 || value[first] == 0x09 { first += 1 }
             while last > first, value[last - 1] == 0x20 || value[last - 1] == 0x09 { last -= 1 }
-            let token = UnsafeBufferPointer(rebasing: value[first..<last])
-            if !token.isEmpty, !HeaderLines.named(token, "keep-alive"), !HeaderLines.named(token, "close") { return true }
+            if first < last { body(UnsafeBufferPointer(rebasing: value[first..<last])) }
             start = end + 1
         }
-        return false
     }
 
     /// Digits between spaces and tabs as a number; nil for anything else or more than 18 digits.
@@ -109,7 +107,7 @@ public struct RawHead: Sendable {
         bytes.withUnsafeBufferPointer { buffer in
             Self.forEachLine(buffer) { lineStart, end in
                 // `memchr` finds the line's end and its colon (the relay walks every answer's head).
-                guard let colon = Self.find(0x3A, in: buffer, lineStart..<end) else { return true }
+                guard let colon = Self.find(0x3A, in: buffer, lineStart..<end) else { return }
                 var valueStart = colon + 1
                 while valueStart < end, buffer[valueStart] == 0x20 || buffer[valueStart] == 0x09 { valueStart += 1 }
                 var valueEnd = end
@@ -118,19 +116,18 @@ public struct RawHead: Sendable {
                     UnsafeBufferPointer(rebasing: buffer[lineStart..<colon]),
                     UnsafeBufferPointer(rebasing: buffer[valueStart..<valueEnd])
                 )
-                return true
             }
         }
     }
 
-    /// Each line of `buffer` as its start and its end before CR or LF, until `body` returns false.
-    private static func forEachLine(_ buffer: UnsafeBufferPointer<UInt8>, _ body: (_ start: Int, _ end: Int) -> Bool) {
+    /// Each line of `buffer` as its start and its end before CR or LF.
+    private static func forEachLine(_ buffer: UnsafeBufferPointer<UInt8>, _ body: (_ start: Int, _ end: Int) -> Void) {
         var lineStart = 0
         while lineStart < buffer.count {
             let lineEnd = find(0x0A, in: buffer, lineStart..<buffer.count) ?? buffer.count
             var end = lineEnd
             while end > lineStart, buffer[end - 1] == 0x0D || buffer[end - 1] == 0x0A { end -= 1 }
-            guard body(lineStart, end) else { return }
+            body(lineStart, end)
             lineStart = lineEnd + 1
         }
     }

@@ -47,6 +47,19 @@ import Testing
         }
     }
 
+    @Test func listItemsAreTheTrimmedNonEmptyCommaSeparatedParts() {
+        func items(_ value: String) -> [String] {
+            var out: [String] = []
+            Array(value.utf8).withUnsafeBufferPointer { bytes in
+                RawHead.forEachListItem(bytes) { out.append(String(decoding: $0, as: UTF8.self)) }
+            }
+            return out
+        }
+        #expect(items(" a, ,b ,\tc d,,") == ["a", "b", "c d"])
+        #expect(items("keep-alive") == ["keep-alive"])
+        #expect(items("").isEmpty && items(" , ,\t").isEmpty)
+    }
+
     /// The client gathers the facts line by line as libcurl delivers them (each line with its
     /// line break, which it strips): the same as reading the whole head once.
     @Test func factsGatheredLineByLineAreThoseOfTheWholeHead() {

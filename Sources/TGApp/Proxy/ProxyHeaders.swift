@@ -180,19 +180,11 @@ enum ProxyHeaders {
         if head.connectionNamesFields {
             head.forEachField { name, value in
                 guard RawHeaderFields.equalsIgnoringCase(name, "connection") else { return }
-                var start = value.startIndex
-                while start < value.endIndex {
-                    let comma = value[start...].firstIndex(of: UInt8(ascii: ",")) ?? value.endIndex
-                    var first = start
-                    var end = comma
-                    while first < end, value[first] == 0x20 || value[first] == 0x09 { first += 1 }
-                    while end > first, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
-                    let token = UnsafeBufferPointer(rebasing: value[first..<end])
+                RawHead.forEachListItem(value) { token in
                     // `keep-alive` and the other hop-by-hop names go anyway; `close` names no field.
-                    if !token.isEmpty, !isHopByHop(token), !RawHeaderFields.equalsIgnoringCase(token, "close") {
+                    if !isHopByHop(token), !RawHeaderFields.equalsIgnoringCase(token, "close") {
                         dropped.append(token.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 })
                     }
-                    start = comma < value.endIndex ? value.index(after: comma) : comma
                 }
             }
         }
