@@ -10,8 +10,8 @@
 # Starts a throwaway PostgreSQL, oidc-provider-mock, an nginx upstream, a release `tokengate serve`
 # under callgrind (with its instrumentation off until the load starts) and the floor under
 # callgrind, logs in once, warms the cached path, then for SECONDS (default 10) drives each with
-# `wrk -t1 -c4` on the cached proxied call (`GET /api/bench/hello`; the floor with a static
-# Authorization) and, for TokenGate, on `/healthz`. Prints instructions per request by library
+# `wrk -t1 -c4` on the cached proxied call (`GET /api/bench/hello`; the floor sends the fields
+# TokenGate sends, bench/lib.sh) and, for TokenGate, on `/healthz`. Prints instructions per request by library
 # (`memset` apart: libmicrohttpd clears a connection's memory pool with `rep stosb`, which
 # callgrind counts per byte), and TokenGate's TOP (default 25) functions of its own by
 # instructions per request. KEEP_DUMPS=DIR keeps callgrind's dumps. Runs 50 times slower than
@@ -105,6 +105,7 @@ done
 [ "$code" = 200 ] || { echo "bench: warm-up call answered $code" >&2; exit 1; }
 # The floor's /healthz answers TokenGate's body (as in bench/proxy.sh).
 healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateVersion =/ {print $2}' Sources/TGApp/Version.swift)")
+export $(floor_fields 127.0.0.1:$TG_PORT)
 PROXY_FLOOR_HEALTHZ_BODY=$healthz_body under_callgrind floor "http://127.0.0.1:$FLOOR_PORT/healthz" "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1
 floor_pid=$cg_pid
 

@@ -31,10 +31,19 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 # col FILE N: the median of column N of FILE.
 col() { awk -v c="$2" '{ print $c }' "$1" | median; }
 
+# The references send the upstream what TokenGate sends on a proxied call, with the same lengths
+# (docs/proxy.md, "Headers"): a bearer token as long as the mock provider's (42 characters), the
+# client's address, TokenGate's public scheme and host, and a request id that the answer echoes.
+# PROXY_TO_BACKEND is the proxy_pass settings TokenGate's hop is compared with (nginx's own request
+# id is 32 characters, TokenGate's 15); floor_fields PUBLIC_HOST prints the C floor's environment
+# for the same fields (bench/floor/proxy_floor.c).
+UPSTREAM_TOKEN=bench0upstream0token0of0forty0two0chars000
+PROXY_TO_BACKEND="proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Authorization \"Bearer $UPSTREAM_TOKEN\"; proxy_set_header X-Forwarded-For \$remote_addr; proxy_set_header X-Forwarded-Proto http; proxy_set_header X-Forwarded-Host \$http_host; proxy_set_header X-Request-ID \$request_id; add_header X-Request-ID \$request_id;"
+floor_fields() { echo "PROXY_FLOOR_TOKEN=$UPSTREAM_TOKEN PROXY_FLOOR_PUBLIC_HOST=$1"; }
+
 # reference_nginx WORK NGINX_PORT UPSTREAM_PORT LOCATIONS: starts the reference nginx (pid in
 # WORK/nginx.pid): LOCATIONS served on NGINX_PORT, where `backend` is the JSON answer on
-# UPSTREAM_PORT; PROXY_TO_BACKEND is the proxy_pass settings TokenGate's hop is compared with.
-PROXY_TO_BACKEND='proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Authorization "Bearer upstream-token";'
+# UPSTREAM_PORT.
 reference_nginx() {
     local work=$1 nginx_port=$2 upstream_port=$3 locations=$4
     cat >"$work/nginx.conf" <<NGINX

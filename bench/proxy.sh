@@ -7,8 +7,9 @@
 # the one-loop design of issue 15 without TokenGate's logic) and a release `tokengate serve`, logs
 # in once through the provider (scripts/mock_login.py), then:
 #   1. cached   GET /api/bench/hello through TokenGate (session and upstream token in memory) vs
-#               nginx `proxy_pass` and vs the C floor, both with a static Authorization header, all
-#               to the same nginx upstream; wrk -t2 -cCONNECTIONS, alternating ROUNDS times,
+#               nginx `proxy_pass` and vs the C floor, both sending the upstream the fields
+#               TokenGate sends (a bearer token of the same length, X-Forwarded-For, -Proto, -Host,
+#               X-Request-ID, echoed in the answer; bench/lib.sh), all to the same nginx upstream; wrk -t2 -cCONNECTIONS, alternating ROUNDS times,
 #               medians; ratios of req/s and p99 to nginx, and CPU time per request (user + system
 #               of the process over the run, divided by the requests wrk counted) of TokenGate and
 #               of the floor (nginx's would include its upstream, which serves all three).
@@ -57,10 +58,10 @@ database_url=$(bench_database "$work" 25432)
 # /healthz: nginx's `return 200` with TokenGate's answer (same body and Cache-Control), the bare-route
 # reference.
 healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateVersion =/ {print $2}' Sources/TGApp/Version.swift)")
-reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { proxy_pass http://backend; $PROXY_TO_BACKEND } location = /healthz { default_type application/json; add_header Cache-Control no-store; return 200 '$healthz_body'; }"
+reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { proxy_pass http://backend; $PROXY_TO_BACKEND } location = /healthz { default_type application/json; add_header Cache-Control no-store; add_header X-Request-ID \$request_id; return 200 '$healthz_body'; }"
 # The floor runs one loop per core (FLOOR_LOOPS), as nginx runs one worker per core.
 floor_loops=${FLOOR_LOOPS:-$(nproc)}
-PROXY_FLOOR_HEALTHZ_BODY=$healthz_body "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$floor_loops" >"$work/floor.log" 2>&1 &
+env $(floor_fields 127.0.0.1:$TG_PORT) PROXY_FLOOR_HEALTHZ_BODY=$healthz_body "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$floor_loops" >"$work/floor.log" 2>&1 &
 floor_pid=$!
 pids+=($floor_pid)
 "$bindir/tokengate-bench-server" $SLOW_PORT >"$work/slow.log" 2>&1 &
@@ -131,7 +132,7 @@ result=$(python3 bench/burst.py "http://127.0.0.1:$TG_PORT/api/slow/sleep" "$bur
 after=$(threads)
 peak=$(awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$tg_pid/status")
 echo "burst    $burst requests at once to a 1 s upstream: $result threads_before=$before threads_after=$after peak_rss_mib=$peak"
-"${TMPDIR:-/tmp}/tokengate-proxy-floor" $((FLOOR_PORT + 10)) "http://127.0.0.1:$SLOW_PORT" "$floor_loops" $((9000 / floor_loops)) >"$work/floor-burst.log" 2>&1 &
+env $(floor_fields 127.0.0.1:$TG_PORT) "${TMPDIR:-/tmp}/tokengate-proxy-floor" $((FLOOR_PORT + 10)) "http://127.0.0.1:$SLOW_PORT" "$floor_loops" $((9000 / floor_loops)) >"$work/floor-burst.log" 2>&1 &
 burst_floor=$!
 pids+=($burst_floor)
 wait_for "http://127.0.0.1:$((FLOOR_PORT + 10))/sleep"

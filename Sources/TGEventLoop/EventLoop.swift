@@ -324,6 +324,9 @@ public final class EventLoopTimer {
         loop.reschedule(self)
     }
 
+    /// It waits to fire (scheduled, and neither fired nor cancelled since).
+    public var isScheduled: Bool { heapIndex >= 0 }
+
     /// A reusable timer does not fire until it is scheduled again.
     public func unschedule() {
         loop.unschedule(self)

@@ -49,7 +49,18 @@ extension HTTPClient {
 
     /// The same for header lines built by the caller (see ``HeaderLines``).
     func prepare(_ transfer: Transfer, _ request: LoopRequest, body: HTTPClientRequestBody, timeout: Duration?) throws {
-        let url = try validatedURL(scheme: request.scheme, authority: request.authority, path: request.path)
+        let url: RequestURL
+        // The origin the loop's last call went to is not checked again (a proxy's calls on one
+        // loop all go to one API); the path is, on every call.
+        if let last = lastLoopOrigin, last.scheme == request.scheme, last.authority == request.authority {
+            guard Self.isCleanPath(request.path) else { throw HTTPClientError.invalidURL }
+            url = RequestURL(url: last.url.url, target: Self.target(request.path), parsed: last.url.parsed)
+        } else {
+            url = try validatedURL(scheme: request.scheme, authority: request.authority, path: request.path)
+            // Only a split origin and target can be reused (a client that follows redirects
+            // sends whole URLs).
+            if url.target != nil { lastLoopOrigin = (request.scheme, request.authority, url) }
+        }
         try prepare(transfer, method: request.method, url: url, body: body, timeout: timeout, hasContentType: request.headers.hasContentType) {
             transfer.useHeaderLines(request.headers)
         }
@@ -216,8 +227,7 @@ extension HTTPClient {
         }
         let path = path ?? "/"
         // No user info (`@`) in the authority; no spaces or control characters anywhere.
-        guard path.utf8.first == UInt8(ascii: "/"), Self.isClean(authority, refusing: UInt8(ascii: "@")), Self.isClean(path)
-        else { throw HTTPClientError.invalidURL }
+        guard Self.isCleanPath(path), Self.isClean(authority, refusing: UInt8(ascii: "@")) else { throw HTTPClientError.invalidURL }
         let secure: Bool
         if Self.isScheme(scheme, "https") {
             secure = true
@@ -234,14 +244,23 @@ extension HTTPClient {
         }
         if !configuration.followRedirects {
             let origin = origins.origin(authority: authority, secure: secure)
-            let fragment = path.utf8.firstIndex(of: UInt8(ascii: "#"))
-            return RequestURL(url: origin.url, target: fragment.map { String(path[..<$0]) } ?? path, parsed: origin.parsed)
+            return RequestURL(url: origin.url, target: Self.target(path), parsed: origin.parsed)
         }
         var url = secure ? "https://" : "http://"
         url.reserveCapacity(8 + authority.utf8.count + path.utf8.count)
         url += authority
         url += path
         return RequestURL(url: url)
+    }
+
+    /// A path (and query) as a request target: it starts with `/` and holds no space or control byte.
+    static func isCleanPath(_ path: String) -> Bool {
+        path.utf8.first == UInt8(ascii: "/") && isClean(path)
+    }
+
+    /// The request target of a clean path: up to its fragment, which goes no further.
+    static func target(_ path: String) -> String {
+        path.utf8.firstIndex(of: UInt8(ascii: "#")).map { String(path[..<$0]) } ?? path
     }
 
     /// No space, control byte or DEL in `text` (nor `refused`, if given). On the bytes in place:

@@ -17,8 +17,8 @@ public import TGEventLoop
 public final class HTTPClient: @unchecked Sendable {
     // Invariants: `multi` is used only on the event thread, except `curl_multi_wakeup`, which libcurl
     // documents as callable from any thread. `commands` and `stopping` are only accessed with
-    // `lock` held. `active`, `sockets`, `timer` and `timeoutDue` are only touched on the event
-    // thread.
+    // `lock` held. `active`, `sockets`, `timer`, `timeoutDue` and `lastLoopOrigin` are only touched
+    // on the event thread.
     public struct Configuration: Sendable {
         /// Connections at most per host (0: no limit).
         public var maxConnectionsPerHost = 32
@@ -67,6 +67,9 @@ public final class HTTPClient: @unchecked Sendable {
     let lastLoopbackAuthority = Mutex<String?>(nil)
     /// See `validatedURL`: the origins requests went to, parsed once.
     let origins: Origins
+    /// The origin (scheme and authority) the last request started on the loop went to, checked,
+    /// with its URL; loop thread only (see `prepare(_:_:body:timeout:)` for ``LoopRequest``).
+    var lastLoopOrigin: (scheme: String, authority: String, url: RequestURL)?
 
     /// A client on `loop` (shared with an HTTP server, say), or on a loop of its own.
     public init(configuration: Configuration = Configuration(), loop: EventLoop? = nil) {

@@ -30,6 +30,26 @@ public struct HeaderLines: Sendable {
         }
     }
 
+    /// Appends `name: value` for a name the caller spells itself (a field of the caller's own,
+    /// such as `X-Request-ID`, known to be a token and none of the refused ones); false (and
+    /// nothing appended) when the value holds NUL, CR or LF.
+    @discardableResult
+    public mutating func append(_ name: StaticString, value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { value in
+            guard Self.isSafeValue(value) else { return false }
+            name.withUTF8Buffer { appendLine("", $0, value, separator: ": ") }
+            return true
+        }
+    }
+
+    /// Appends `other`'s lines (lines that are the same on every call, built once).
+    public mutating func append(contentsOf other: HeaderLines) {
+        storage.append(contentsOf: other.storage)
+        lineCount += other.lineCount
+        hasContentType = hasContentType || other.hasContentType
+    }
+
     /// No NUL (it would end libcurl's C string) and no CR or LF (a line break smuggles a field).
     private static func isSafeValue(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
         !value.contains { $0 == 0 || $0 == 0x0D || $0 == 0x0A }

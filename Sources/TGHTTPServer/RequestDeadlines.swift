@@ -51,10 +51,14 @@ final class RequestDeadlines {
         for context in all { expire(context) }
     }
 
+    /// The check runs within `interval`: a timer already waiting is left as it is (when the
+    /// last request leaves, it still fires once and finds none), so a loop whose requests come
+    /// and go one at a time does not move it in the heap for each.
     private func arm() {
         // Weak: the loop's heap holds the timer, and the loop may outlive its daemon.
         if timer == nil { timer = loop.makeTimer { [weak self] in self?.check() } }
-        timer?.schedule(at: EventLoop.now() + interval)
+        guard let timer, !timer.isScheduled else { return }
+        timer.schedule(at: EventLoop.now() + interval)
     }
 
     private func check() {

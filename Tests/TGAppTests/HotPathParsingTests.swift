@@ -104,7 +104,15 @@ import Testing
         let extra: HTTPFields = [HTTPField.Name("X-Configured")!: "from the configuration"]
         let forwarding = ProxyHeaders.Forwarding(clientAddress: "10.0.0.7", proto: "https", host: "gate.example", requestID: "r-1")
         let fields = ProxyHeaders.request(RequestFields(incoming), token: "upstream-token", forwarding: forwarding, extra: extra)
-        let lines = ProxyHeaders.requestLines(RequestFields(incoming), token: "upstream-token", forwarding: forwarding, extra: extra)
+        let lines = ProxyHeaders.requestLines(
+            RequestFields(incoming),
+            token: "upstream-token",
+            clientAddress: forwarding.clientAddress,
+            requestID: forwarding.requestID,
+            extra: extra,
+            extraLines: ProxyHeaders.lines(extra),
+            forwardedLines: ProxyHeaders.forwardedLines(proto: forwarding.proto, host: forwarding.host)
+        )
         var sent: [String] = []
         lines.forEachLine { sent.append(String(cString: $0)) }
         #expect(sent == fields.map { "\($0.name.rawName): \($0.value)" })

@@ -145,6 +145,35 @@ import Testing
         await second.shutdown()
     }
 
+    /// The loop remembers the origin its last call went to (so it is not checked on every call),
+    /// but every call's path is still checked, and another origin is checked again in full.
+    @Test func callsAfterAnAllowedOneAreCheckedAsTheFirstWas() async throws {
+        let upstream = try Self.upstream { _ in .response(ServerResponse(status: .ok)) }
+        var configuration = HTTPClient.Configuration()
+        configuration.allowPlainHTTPToLoopbackForTesting = true
+        let client = HTTPClient(configuration: configuration)
+        let authority = "127.0.0.1:\(upstream.port)"
+        let calls: [(scheme: String, authority: String, path: String, refusal: HTTPClientError?)] = [
+            ("http", authority, "/first", nil), ("http", authority, "/a b", .invalidURL), ("http", authority, "/a\rb", .invalidURL),
+            ("http", authority, "no-slash", .invalidURL), ("http", "192.0.2.1:\(upstream.port)", "/x", .insecureURLRefused),
+            ("ftp", authority, "/x", .invalidURL), ("http", "user@\(authority)", "/x", .invalidURL), ("http", authority, "/again", nil),
+        ]
+        for call in calls {
+            let refusal: HTTPClientError? = await client.loop.run {
+                do {
+                    let request = LoopRequest(method: "GET", scheme: call.scheme, authority: call.authority, path: call.path, headers: HeaderLines())
+                    _ = try client.startOnLoop(request, headTimeout: .seconds(5), idleTimeout: .seconds(5)).cancel()
+                    return nil
+                } catch {
+                    return error as? HTTPClientError ?? HTTPClientError(.transport, detail: "\(error)")
+                }
+            }
+            #expect(refusal == call.refusal, "\(call.scheme)://\(call.authority)\(call.path)")
+        }
+        client.shutdown()
+        await upstream.shutdown()
+    }
+
     @Test func aSlowReaderGetsTheWholeBodyThoughItsPausesExceedTheIdleTimeout() async throws {
         let chunk = [UInt8](repeating: 0x42, count: 64 * 1024)
         let upstream = try Self.upstream { _ in

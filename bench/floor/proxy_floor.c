@@ -3,9 +3,13 @@
  * one event loop per thread, each with its own epoll set holding a libmicrohttpd daemon in
  * external mode (MHD_USE_EPOLL, its epoll fd nested in the loop's) and a libcurl multi handle
  * driven by curl_multi_socket_action on the same epoll set; curl's and MHD's deadlines bound
- * epoll_wait. A request is suspended while libcurl fetches UPSTREAM/<path> (keep-alive, a fixed
- * bearer token), and resumed on the loop thread with the upstream's status and body; GET /healthz
- * is answered at once with a static body (the floor of a bare route). No
+ * epoll_wait. A request is suspended while libcurl fetches UPSTREAM/<path> (keep-alive), and
+ * resumed on the loop thread with the upstream's status and body; GET /healthz is answered at once
+ * with a static body (the floor of a bare route). The request to the upstream carries the fields
+ * TokenGate adds to every proxied call, with the same lengths: `Authorization: Bearer` with a
+ * fixed token (PROXY_FLOOR_TOKEN; the bench passes one as long as its provider's), the client's
+ * address in `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` (PROXY_FLOOR_PUBLIC_HOST)
+ * and a fresh 15-character `X-Request-ID`, which every answer echoes, as TokenGate's do. No
  * authentication, no cache, no logging: what is left is the cost of the design itself.
  *
  *   proxy_floor PORT UPSTREAM_BASE [LOOPS [CONNECTIONS]]   e.g. proxy_floor 18183 http://127.0.0.1:18181 1
@@ -25,6 +29,7 @@
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <microhttpd.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -44,6 +49,9 @@ static unsigned short port;
 static long upstream_connections = 256;
 /* GET /healthz's body (PROXY_FLOOR_HEALTHZ_BODY, the same bytes as TokenGate's): answered at once. */
 static const char *healthz_body = "{\"status\":\"ok\"}";
+/* The upstream's bearer token and TokenGate's public host (PROXY_FLOOR_TOKEN, PROXY_FLOOR_PUBLIC_HOST). */
+static const char *upstream_token = "upstream-token";
+static const char *public_host = "127.0.0.1";
 
 /* One of libcurl's sockets in the loop's epoll set: the events it is registered for there and the
    events libcurl wants (EPOLLIN and EPOLLOUT fit in a byte). */
@@ -59,7 +67,9 @@ struct loop {
     struct MHD_Daemon *daemon;
     CURLM *multi;
     CURLU *upstream;                /* UPSTREAM_BASE, parsed once */
-    struct curl_slist *headers;
+    struct curl_slist *headers;     /* the fields every call sends: Authorization, X-Forwarded-Proto and -Host */
+    char request_id_prefix[9];      /* a random prefix of the loop's request ids; a counter follows */
+    unsigned long long request_count;
     struct request *free_requests; /* finished requests, kept for reuse */
     int free_count;
 };
@@ -76,7 +86,26 @@ struct request {
     size_t capacity;
     long status;
     int started; /* its transfer (or a refusal): the next call answers */
+    /* The request's own fields, chained in front of the loop's (no allocation per request). */
+    struct curl_slist forwarded_for, request_id;
+    char forwarded_for_line[64];
+    char request_id_line[32]; /* "X-Request-ID: " and the id */
 };
+
+#define REQUEST_ID_FIELD "X-Request-ID: "
+
+/* A new request id in LINE ("X-Request-ID: " and 15 characters: the loop's 8-character prefix and a
+   counter in 7 base-64 digits, the shape of TokenGate's); returns the id. */
+static const char *next_request_id(struct loop *loop, char *line) {
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    char *id = line + sizeof REQUEST_ID_FIELD - 1;
+    memcpy(line, REQUEST_ID_FIELD, sizeof REQUEST_ID_FIELD - 1);
+    memcpy(id, loop->request_id_prefix, 8);
+    unsigned long long count = ++loop->request_count;
+    for (int index = 14; index >= 8; index--, count >>= 6) id[index] = digits[count & 63];
+    id[15] = 0;
+    return id;
+}
 
 /* The state of a /healthz request (it needs no upstream). */
 static struct request healthz_request;
@@ -182,7 +211,11 @@ static struct request *take_request(struct loop *loop, struct MHD_Connection *co
         curl_easy_setopt(request->easy, CURLOPT_CURLU, request->url);
         curl_easy_setopt(request->easy, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(request->easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-        curl_easy_setopt(request->easy, CURLOPT_HTTPHEADER, loop->headers);
+        request->forwarded_for.data = request->forwarded_for_line;
+        request->forwarded_for.next = &request->request_id;
+        request->request_id.data = request->request_id_line;
+        request->request_id.next = loop->headers;
+        curl_easy_setopt(request->easy, CURLOPT_HTTPHEADER, &request->forwarded_for);
         curl_easy_setopt(request->easy, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(request->easy, CURLOPT_WRITEDATA, request);
         curl_easy_setopt(request->easy, CURLOPT_PRIVATE, request);
@@ -190,6 +223,12 @@ static struct request *take_request(struct loop *loop, struct MHD_Connection *co
         curl_easy_setopt(request->easy, CURLOPT_CLOSESOCKETDATA, loop);
     }
     request->connection = connection;
+    const union MHD_ConnectionInfo *client = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    memcpy(request->forwarded_for_line, "X-Forwarded-For: ", 17);
+    if (inet_ntop(AF_INET, &((const struct sockaddr_in *)client->client_addr)->sin_addr, request->forwarded_for_line + 17,
+                  sizeof request->forwarded_for_line - 17) == NULL)
+        strcpy(request->forwarded_for_line + 17, "unknown");
+    next_request_id(loop, request->request_id_line);
     request->length = 0;
     request->status = 0;
     request->started = 0;
@@ -245,9 +284,11 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
         *upload_size = 0;
         if (spin_ns > 0) spin(spin_ns);
         /* The bare route: a static answer, no upstream (the floor of /healthz). */
+        char line[32];
         struct MHD_Response *response = MHD_create_response_from_buffer(strlen(healthz_body), (void *)healthz_body, MHD_RESPMEM_PERSISTENT);
-        MHD_add_response_header(response, "Content-Type", "application/json");
         MHD_add_response_header(response, "Cache-Control", "no-store");
+        MHD_add_response_header(response, "Content-Type", "application/json");
+        MHD_add_response_header(response, "X-Request-ID", next_request_id(loop, line));
         enum MHD_Result queued = MHD_queue_response(connection, 200, response);
         MHD_destroy_response(response);
         return queued;
@@ -271,6 +312,7 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
     }
     struct MHD_Response *response = MHD_create_response_from_buffer(request->length, request->body, MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(response, "Content-Type", "application/json");
+    MHD_add_response_header(response, "X-Request-ID", request->request_id_line + sizeof REQUEST_ID_FIELD - 1);
     enum MHD_Result queued = MHD_queue_response(connection, (unsigned int)request->status, response);
     MHD_destroy_response(response);
     return queued;
@@ -297,7 +339,16 @@ static void *run_loop(void *unused) {
         fprintf(stderr, "proxy_floor: bad upstream URL %s\n", upstream_base);
         exit(2);
     }
-    loop->headers = curl_slist_append(NULL, "Authorization: Bearer upstream-token");
+    char line[1024];
+    snprintf(line, sizeof line, "Authorization: Bearer %s", upstream_token);
+    loop->headers = curl_slist_append(NULL, line);
+    loop->headers = curl_slist_append(loop->headers, "X-Forwarded-Proto: http");
+    snprintf(line, sizeof line, "X-Forwarded-Host: %s", public_host);
+    loop->headers = curl_slist_append(loop->headers, line);
+    static const char letters[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    unsigned char random_bytes[8];
+    arc4random_buf(random_bytes, sizeof random_bytes);
+    for (int index = 0; index < 8; index++) loop->request_id_prefix[index] = letters[random_bytes[index] & 63];
     loop->multi = curl_multi_init();
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETDATA, loop);
@@ -356,6 +407,8 @@ int main(int argc, char **argv) {
     port = (unsigned short)atoi(argv[1]);
     upstream_base = argv[2];
     if (getenv("PROXY_FLOOR_HEALTHZ_BODY")) healthz_body = getenv("PROXY_FLOOR_HEALTHZ_BODY");
+    if (getenv("PROXY_FLOOR_TOKEN")) upstream_token = getenv("PROXY_FLOOR_TOKEN");
+    if (getenv("PROXY_FLOOR_PUBLIC_HOST")) public_host = getenv("PROXY_FLOOR_PUBLIC_HOST");
     if (getenv("PROXY_FLOOR_SPIN_NS")) spin_ns = atol(getenv("PROXY_FLOOR_SPIN_NS"));
     int loops = argc > 3 ? atoi(argv[3]) : 1;
     if (argc > 4) upstream_connections = atol(argv[4]);

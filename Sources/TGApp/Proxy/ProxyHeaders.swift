@@ -49,6 +49,23 @@ enum ProxyHeaders {
         relay: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Void,
         emit: (HTTPField.Name, String) -> Void
     ) {
+        forEachAppField(incoming, extra: extra, relay)
+        for field in extra { emit(field.name, field.value) }
+        // Managed names: none is left from the app or the configuration, so they are appended.
+        bearer(token)
+        if let address = forwarding.clientAddress { emit(HTTPField.Name.xForwardedFor, address) }
+        emit(Self.forwardedProto, forwarding.proto)
+        emit(Self.forwardedHost, forwarding.host)
+        emit(Application.requestIDField, forwarding.requestID)
+    }
+
+    /// The app's fields that pass: all but the managed ones, those its `Connection` names,
+    /// `X-TokenGate-*` and those the configuration sets (`extra`).
+    private static func forEachAppField(
+        _ incoming: RequestFields,
+        extra: HTTPFields,
+        _ relay: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Void
+    ) {
         let dropped = droppedByConnection(incoming)
         incoming.forEachField { name, value in
             if isManaged(name) || hasTokenGatePrefix(name) { return }
@@ -59,13 +76,6 @@ enum ProxyHeaders {
             }
             relay(name, value)
         }
-        for field in extra { emit(field.name, field.value) }
-        // Managed names: none is left from the app or the configuration, so they are appended.
-        bearer(token)
-        if let address = forwarding.clientAddress { emit(HTTPField.Name.xForwardedFor, address) }
-        emit(Self.forwardedProto, forwarding.proto)
-        emit(Self.forwardedHost, forwarding.host)
-        emit(Application.requestIDField, forwarding.requestID)
     }
 
     /// `managed.contains(name)` on a name's bytes in any case, without a string or a hash (every
@@ -129,19 +139,41 @@ enum ProxyHeaders {
         return fields
     }
 
-    /// The same as libcurl's header lines (the cached path on the loop: no `HTTPFields` per call).
-    static func requestLines(_ incoming: RequestFields, token: String, forwarding: Forwarding, extra: HTTPFields) -> HeaderLines {
+    /// Configured fields as header lines, made once per API (copied into every call's lines).
+    static func lines(_ fields: HTTPFields) -> HeaderLines {
+        var lines = HeaderLines()
+        for field in fields { lines.append(name: field.name.rawName, value: field.value) }
+        return lines
+    }
+
+    /// `X-Forwarded-Proto` and `-Host` (TokenGate's public scheme and host), made once.
+    static func forwardedLines(proto: String, host: String) -> HeaderLines {
+        var lines = HeaderLines()
+        lines.append("X-Forwarded-Proto", value: proto)
+        lines.append("X-Forwarded-Host", value: host)
+        return lines
+    }
+
+    /// ``request(_:token:forwarding:extra:)``'s fields as libcurl's header lines, in the same
+    /// order (the cached path on the loop: no `HTTPFields` per call; `extraLines` are
+    /// ``lines(_:)`` of `extra`, `forwardedLines` ``forwardedLines(proto:host:)``, copied in).
+    static func requestLines(
+        _ incoming: RequestFields,
+        token: String,
+        clientAddress: String?,
+        requestID: String,
+        extra: HTTPFields,
+        extraLines: HeaderLines,
+        forwardedLines: HeaderLines
+    ) -> HeaderLines {
         // Room for the token and a typical request's lines: one buffer, never grown.
         var lines = HeaderLines(capacity: 512 + token.utf8.count)
-        forEachRequestField(
-            incoming,
-            token: token,
-            forwarding: forwarding,
-            extra: extra,
-            bearer: { lines.appendBearer($0) },
-            relay: { lines.append(name: $0, value: $1) },
-            emit: { lines.append(name: $0.rawName, value: $1) }
-        )
+        forEachAppField(incoming, extra: extra) { lines.append(name: $0, value: $1) }
+        lines.append(contentsOf: extraLines)
+        lines.appendBearer(token)
+        if let clientAddress { lines.append("X-Forwarded-For", value: clientAddress) }
+        lines.append(contentsOf: forwardedLines)
+        lines.append("X-Request-ID", value: requestID)
         return lines
     }
 

@@ -20,8 +20,9 @@ final class ProxyRoutes: Sendable {
         let authority: String
         /// The base URL's path without its trailing `/`.
         let basePath: String
-        /// The configured `headers`, parsed.
+        /// The configured `headers`, parsed, and as header lines.
         let extraFields: HTTPFields
+        let extraLines: HeaderLines
         /// The configured `methods`, parsed (checked on every call without building strings).
         let methods: [HTTPRequest.Method]
         /// The configured `scopes` with their token cache key.
@@ -36,6 +37,7 @@ final class ProxyRoutes: Sendable {
             authority = url.port.map { "\(url.percentEncodedHost ?? host):\($0)" } ?? (url.percentEncodedHost ?? host)
             basePath = url.percentEncodedPath.hasSuffix("/") ? String(url.percentEncodedPath.dropLast()) : url.percentEncodedPath
             extraFields = ProxyHeaders.extraFields(settings.headers)
+            extraLines = ProxyHeaders.lines(extraFields)
             methods = settings.methods.compactMap { HTTPRequest.Method($0) }
             scopes = UpstreamScopes(settings.scopes)
         }
@@ -49,6 +51,8 @@ final class ProxyRoutes: Sendable {
     /// Scheme and host of TokenGate's public base URL (`X-Forwarded-Proto`, `X-Forwarded-Host`).
     let publicScheme: String
     let publicHost: String
+    /// Both as the cached path's header lines.
+    let forwardedLines: HeaderLines
     /// Per API, how its own `Location`s become TokenGate's.
     let locations: [String: ProxyLocation]
     /// `tokengate_proxy_calls_total` by path, when metrics are on.
@@ -66,6 +70,7 @@ final class ProxyRoutes: Sendable {
         self.auth = auth
         self.publicScheme = publicScheme
         self.publicHost = publicHost
+        forwardedLines = ProxyHeaders.forwardedLines(proto: publicScheme, host: publicHost)
         self.locations = locations
         self.metrics = metrics
     }
@@ -196,8 +201,11 @@ final class ProxyRoutes: Sendable {
             headers: ProxyHeaders.requestLines(
                 request.fields,
                 token: token,
-                forwarding: forwarding(info),
-                extra: upstream.extraFields
+                clientAddress: info.clientAddress,
+                requestID: info.requestID,
+                extra: upstream.extraFields,
+                extraLines: upstream.extraLines,
+                forwardedLines: forwardedLines
             )
         )
     }
