@@ -36,10 +36,16 @@ struct BridgeStateMachine<Response> {
 
     init() {}
 
+    /// The state, moved out (the response it holds is not copied), `replacement` left in its place.
+    private mutating func take(leaving replacement: State) -> State {
+        var taken = replacement
+        swap(&taken, &state)
+        return taken
+    }
+
     mutating func startReturned() -> StartReturnedAction {
-        switch state {
+        switch take(leaving: .suspended) {
         case .running:
-            state = .suspended
             return .suspend
         case .completed(let response):
             state = .delivered
@@ -64,8 +70,7 @@ struct BridgeStateMachine<Response> {
 
     /// After a resume: the response to queue, or nil if there is none (a spurious call).
     mutating func takeResponse() -> Response? {
-        guard case .completed(let response) = state else { return nil }
-        state = .delivered
+        guard case .completed = state, case .completed(let response) = take(leaving: .delivered) else { return nil }
         return response
     }
 

@@ -197,22 +197,22 @@ extension HTTPServer {
             context.stage = .discarding(dropped: dropped + count)
             return MHD_Result.YES
         case .dispatched:
-            let response = lock(for: context).withLock { context.bridge.takeResponse() }
-            guard let response else { return MHD_Result.NO }
+            // Bound as it is taken: unwrapping a stored optional would copy the response first.
+            guard let response = lock(for: context).withLock({ context.bridge.takeResponse() }) else { return MHD_Result.NO }
             return queue(response, on: connection, daemon: context.daemon)
         }
     }
 
     private func dispatch(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
-        var request = ServerRequest(
+        let request = ServerRequest(
             method: context.method,
             authority: context.host,
             target: context.target,
             fields: context.fields,
             body: context.body,
-            peer: PeerAddress(CShims_MHD_client_address(connection))
+            peer: PeerAddress(CShims_MHD_client_address(connection)),
+            loop: context.daemon.loop
         )
-        request.loop = context.daemon.loop
         context.body = []
         switch handler(request) {
         case .response(let response):

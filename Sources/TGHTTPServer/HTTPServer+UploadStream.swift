@@ -16,16 +16,16 @@ extension HTTPServer {
     func dispatchStreaming(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
         let lock = lock(for: context)
         let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon, entry: context.connectionEntry)
-        var request = ServerRequest(
+        let request = ServerRequest(
             method: context.method,
             authority: context.host,
             target: context.target,
             fields: context.fields,
             body: [],
-            peer: PeerAddress(CShims_MHD_client_address(connection))
+            bodyStream: ServerRequestBody(stream: stream),
+            peer: PeerAddress(CShims_MHD_client_address(connection)),
+            loop: context.daemon.loop
         )
-        request.bodyStream = ServerRequestBody(stream: stream)
-        request.loop = context.daemon.loop
         lock.withLock {
             context.bodyStream = stream
             context.isAsync = true

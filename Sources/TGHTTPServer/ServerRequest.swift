@@ -36,13 +36,24 @@ public struct ServerRequest: Sendable {
         self.peer = remoteAddress.map(PeerAddress.text) ?? .unknown
     }
 
-    init(method: HTTPRequest.Method, authority: String?, target: String, fields: RequestFields, body: [UInt8], peer: PeerAddress) {
+    init(
+        method: HTTPRequest.Method,
+        authority: String?,
+        target: String,
+        fields: RequestFields,
+        body: [UInt8],
+        bodyStream: ServerRequestBody? = nil,
+        peer: PeerAddress,
+        loop: EventLoop? = nil
+    ) {
         self.method = method
         self.authority = authority
         self.target = target
         self.fields = fields
         self.body = body
+        self.bodyStream = bodyStream
         self.peer = peer
+        self.loop = loop
     }
 
     /// Method, scheme (`http`), authority (the `Host` header), the raw request target and the
