@@ -4,6 +4,18 @@ import Testing
 @testable import TGEventLoop
 
 @Suite struct EventLoopTests {
+    /// Deadlines are counted in whole nanoseconds, truncated toward zero, for any duration a
+    /// configuration can give (hours included) and for negative ones.
+    @Test func durationsBecomeWholeNanoseconds() {
+        let cases: [(Duration, Int64)] = [
+            (.zero, 0), (.nanoseconds(1), 1), (.microseconds(1), 1_000), (.milliseconds(50), 50_000_000),
+            (.seconds(10), 10_000_000_000), (.seconds(86_400 * 365), 31_536_000_000_000_000), (.seconds(-2), -2_000_000_000),
+            (.milliseconds(-1500), -1_500_000_000), (Duration(secondsComponent: 0, attosecondsComponent: 999_999_999), 0),
+            (Duration(secondsComponent: 1, attosecondsComponent: 1_999_999_999), 1_000_000_001),
+        ]
+        for (duration, nanoseconds) in cases { #expect(EventLoop.nanoseconds(duration) == nanoseconds, "\(duration)") }
+    }
+
     @Test func runsWorkPostedFromOtherThreadsOnItsOwnThreadAndStops() async {
         let group = EventLoopGroup(count: 2)
         for loop in group.loops {
