@@ -38,7 +38,7 @@ trap cleanup EXIT
 
 NGINX_PORT=18080 UPSTREAM_PORT=18081 TG_PORT=18090
 reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT \
-    "location = /plain { default_type text/plain; return 200 \"hello, world!\"; } location /proxy/ { proxy_pass http://backend/; $PROXY_TO_BACKEND }"
+    "location = /plain { default_type text/plain; return 200 \"hello, world!\"; } location /proxy/ { proxy_pass http://backend/; $PROXY_STATIC_TOKEN }"
 "$bin" $TG_PORT "127.0.0.1:$UPSTREAM_PORT" >"$work/tg.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$TG_PORT/plain" >/dev/null && break; sleep 0.1; done

@@ -35,6 +35,13 @@ public struct HeaderLines: Sendable {
     /// nothing appended) when the value holds NUL, CR or LF.
     @discardableResult
     public mutating func append(_ name: StaticString, value: String) -> Bool {
+        name.withUTF8Buffer { name in
+            assert(
+                !name.isEmpty && name.allSatisfy(Self.isTokenByte) && !Self.named(name, "content-length")
+                    && !Self.named(name, "transfer-encoding") && !Self.named(name, "expect"),
+                "a caller's own field name is a token the client does not set itself"
+            )
+        }
         var value = value
         return value.withUTF8 { value in
             guard Self.isSafeValue(value) else { return false }
