@@ -38,11 +38,12 @@ col() { awk -v c="$2" '{ print $c }' "$1" | median; }
 # id is 32 characters, TokenGate's 15); floor_fields PUBLIC_HOST prints the C floor's environment
 # for the same fields (bench/floor/proxy_floor.c).
 UPSTREAM_TOKEN=bench0upstream0token0of0forty0two0chars000
-PROXY_TO_BACKEND="proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Authorization \"Bearer $UPSTREAM_TOKEN\"; proxy_set_header X-Forwarded-For \$remote_addr; proxy_set_header X-Forwarded-Proto http; proxy_set_header X-Forwarded-Host \$http_host; proxy_set_header X-Request-ID \$request_id; add_header X-Request-ID \$request_id;"
+PROXY_KEEPALIVE='proxy_http_version 1.1; proxy_set_header Connection "";'
+PROXY_TO_BACKEND="$PROXY_KEEPALIVE proxy_set_header Authorization \"Bearer $UPSTREAM_TOKEN\"; proxy_set_header X-Forwarded-For \$remote_addr; proxy_set_header X-Forwarded-Proto http; proxy_set_header X-Forwarded-Host \$http_host; proxy_set_header X-Request-ID \$request_id; add_header X-Request-ID \$request_id;"
 floor_fields() { echo "PROXY_FLOOR_TOKEN=$UPSTREAM_TOKEN PROXY_FLOOR_PUBLIC_HOST=$1"; }
 # bench/run.sh's `proxy` case compares nginx with the HTTP layer's own one-hop proxy
 # (tokengate-bench-server /proxy), which sends a static token and nothing else: so does nginx there.
-PROXY_STATIC_TOKEN='proxy_http_version 1.1; proxy_set_header Connection ""; proxy_set_header Authorization "Bearer upstream-token";'
+PROXY_STATIC_TOKEN="$PROXY_KEEPALIVE proxy_set_header Authorization \"Bearer upstream-token\";"
 
 # reference_nginx WORK NGINX_PORT UPSTREAM_PORT LOCATIONS: starts the reference nginx (pid in
 # WORK/nginx.pid): LOCATIONS served on NGINX_PORT, where `backend` is the JSON answer on

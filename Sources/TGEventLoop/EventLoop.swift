@@ -66,10 +66,11 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// `duration` in nanoseconds, the unit of ``now()`` and of every deadline on a loop
-    /// (truncated toward zero). One 128-bit division of its attoseconds: `Duration.components`
-    /// costs about twice as much (a division and a remainder, then a multiplication back).
+    /// (truncated toward zero; beyond ±292 years, the largest count). One 128-bit division of
+    /// its attoseconds: `Duration.components` costs about twice as much (a division and a
+    /// remainder, then a multiplication back).
     public static func nanoseconds(_ duration: Duration) -> Int64 {
-        Int64(truncatingIfNeeded: duration.attoseconds / 1_000_000_000)
+        Int64(clamping: duration.attoseconds / 1_000_000_000)
     }
 
     /// Nanoseconds on the monotonic clock.

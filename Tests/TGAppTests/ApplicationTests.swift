@@ -143,8 +143,13 @@ import Testing
         var router = Router()
         HealthRoutes.add(to: &router, version: "1.2.3", checks: [.init(name: "never", run: { false })])
         let server = try serve(Application(router: router, logger: capturingLogger(CapturingLogSink())))
-        let result = try await curl([server.baseURL + "/healthz"])
-        #expect(decodeJSON(result.stdout)["version"] as? String == "1.2.3")
+        let result = try await curl(["-i", server.baseURL + "/healthz"])
+        #expect(result.status == 200)
+        #expect(decodeJSON(result.body)["version"] as? String == "1.2.3")
+        // The constant answer's own fields (sent as bytes), and the request id every answer gets.
+        #expect(result.header("Content-Type") == "application/json")
+        #expect(result.header("Cache-Control") == "no-store")
+        #expect(result.header("X-Request-ID")?.isEmpty == false)
         await server.shutdown()
     }
 

@@ -5,13 +5,15 @@ import Testing
 
 @Suite struct EventLoopTests {
     /// Deadlines are counted in whole nanoseconds, truncated toward zero, for any duration a
-    /// configuration can give (hours included) and for negative ones.
+    /// configuration can give (hours included) and for negative ones; beyond 64 bits, clamped.
     @Test func durationsBecomeWholeNanoseconds() {
         let cases: [(Duration, Int64)] = [
             (.zero, 0), (.nanoseconds(1), 1), (.microseconds(1), 1_000), (.milliseconds(50), 50_000_000),
             (.seconds(10), 10_000_000_000), (.seconds(86_400 * 365), 31_536_000_000_000_000), (.seconds(-2), -2_000_000_000),
             (.milliseconds(-1500), -1_500_000_000), (Duration(secondsComponent: 0, attosecondsComponent: 999_999_999), 0),
             (Duration(secondsComponent: 1, attosecondsComponent: 1_999_999_999), 1_000_000_001),
+            // Past what 64 bits of nanoseconds hold: the largest count, never a wrapped one.
+            (.seconds(Int64.max), Int64.max), (.seconds(Int64.min), Int64.min),
         ]
         for (duration, nanoseconds) in cases { #expect(EventLoop.nanoseconds(duration) == nanoseconds, "\(duration)") }
     }
