@@ -20,8 +20,9 @@
 #   2. burst    BURST (default 10000) requests at once through TokenGate to an upstream that answers
 #               after 1 s (tokengate-bench-server /sleep): successes, time, TokenGate's thread count
 #               before and after, and its peak resident memory (VmHWM); then the same burst through
-#               a fresh C floor with TokenGate's limits (16 KiB per connection, 9000 upstream
-#               connections), the memory floor of the design.
+#               a fresh C floor with TokenGate's limits (14 KiB per connection, 9000 upstream
+#               connections, compact read buffers past 256 calls in flight per loop), the memory
+#               floor of the design.
 # Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."

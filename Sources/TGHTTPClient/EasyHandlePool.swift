@@ -6,51 +6,71 @@ import Foundation
 /// every request of its client (set once, when it is made) and is lent again as it is. Every
 /// option that differs between requests (URL, method, body, headers, deadline, callback data) is
 /// set by each request in `HTTPClient.prepare`, so nothing of one request reaches the next.
+///
+/// Two kinds, kept apart: a handle reads responses into a buffer libcurl allocates at its first
+/// transfer and keeps for its life, of libcurl's 16 KiB, or, for a *compact* handle, of
+/// ``compactReadBufferSize`` bytes. Of a 16 KiB buffer a small answer touches one 4 KiB page;
+/// compact buffers share pages, two to a page: 2 KiB less resident memory per call in flight,
+/// which is what a burst of thousands of calls to a slow API costs (docs/architecture.md,
+/// "Memory under a burst"), against more reads (and write callbacks) for a large body. So the
+/// client lends compact handles only above a number of transfers in flight
+/// (`Configuration.compactReadsAbove`), and a compact handle comes back only to a request that
+/// asks for one.
 final class EasyHandlePool: @unchecked Sendable {
-    // Invariant: `spare` is only accessed with `lock` held; a handle in `spare` is attached to no
-    // multi handle and owned by the pool alone.
+    // Invariant: `spare` and `spareCompact` are only accessed with `lock` held; a handle in either
+    // is attached to no multi handle and owned by the pool alone.
     private let lock = NSLock()
     private var spare: [EasyHandle] = []
+    private var spareCompact: [EasyHandle] = []
     private let capacity: Int
+
+    /// A compact handle's read buffer (`CURLOPT_BUFFERSIZE`): libcurl allocates one byte more,
+    /// so this makes a 2 KiB allocation.
+    static let compactReadBufferSize = 2047
 
     init(capacity: Int) {
         self.capacity = capacity
     }
 
     deinit {
-        for handle in spare {
-            curl_easy_cleanup(handle.easy)
-            handle.errorBuffer.deallocate()
-        }
+        for handle in spare + spareCompact { Self.destroy(handle) }
     }
 
-    /// A handle, its error buffer (`CURLOPT_ERRORBUFFER`, one per handle for its life) and what
-    /// its last request left set (``LastRequest``); `fresh` when it was just made (its client's
-    /// common options are not set yet).
-    func take() -> (handle: EasyHandle, fresh: Bool)? {
-        if let handle = lock.withLock({ spare.popLast() }) { return (handle, false) }
+    /// A handle of the kind asked for, its error buffer (`CURLOPT_ERRORBUFFER`, one per handle
+    /// for its life) and what its last request left set (``LastRequest``); `fresh` when it was
+    /// just made (its client's common options, the read buffer's size among them, are not set yet).
+    func take(compact: Bool = false) -> (handle: EasyHandle, fresh: Bool)? {
+        let kept = lock.withLock { compact ? spareCompact.popLast() : spare.popLast() }
+        if let kept { return (kept, false) }
         guard let easy = curl_easy_init() else { return nil }
         let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Self.errorBufferSize)
         errorBuffer.initialize(repeating: 0, count: Self.errorBufferSize)
-        return (EasyHandle(easy: easy, errorBuffer: errorBuffer), true)
+        return (EasyHandle(easy: easy, errorBuffer: errorBuffer, compact: compact), true)
     }
 
     static let errorBufferSize = Int(CURL_ERROR_SIZE) + 1
 
     /// Takes back a handle that is no longer attached to a multi handle. `reusable` false (its
-    /// common options failed to set): it is destroyed.
+    /// common options failed to set): it is destroyed. Each kind keeps at most `capacity`.
     func give(_ handle: EasyHandle, reusable: Bool) {
         let kept =
             reusable
             && lock.withLock {
-                guard spare.count < capacity else { return false }
-                spare.append(handle)
+                if handle.compact {
+                    guard spareCompact.count < capacity else { return false }
+                    spareCompact.append(handle)
+                } else {
+                    guard spare.count < capacity else { return false }
+                    spare.append(handle)
+                }
                 return true
             }
-        if !kept {
-            curl_easy_cleanup(handle.easy)
-            handle.errorBuffer.deallocate()
-        }
+        if !kept { Self.destroy(handle) }
+    }
+
+    private static func destroy(_ handle: EasyHandle) {
+        curl_easy_cleanup(handle.easy)
+        handle.errorBuffer.deallocate()
     }
 }
 
@@ -58,6 +78,8 @@ final class EasyHandlePool: @unchecked Sendable {
 struct EasyHandle {
     let easy: OpaquePointer
     let errorBuffer: UnsafeMutablePointer<CChar>
+    /// Its read buffer is ``EasyHandlePool/compactReadBufferSize`` bytes (else libcurl's 16 KiB).
+    let compact: Bool
     /// What the handle's last request set of the options that differ between requests, so the
     /// next one sets only what changes (each `curl_easy_setopt` costs; a string option is copied).
     var last = LastRequest()

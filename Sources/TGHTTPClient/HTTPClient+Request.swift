@@ -78,7 +78,7 @@ extension HTTPClient {
     ) throws {
         let easy = transfer.easy
         if transfer.needsCommonOptions {
-            try setCommonOptions(easy, errorBuffer: transfer.errorBuffer)
+            try setCommonOptions(easy, errorBuffer: transfer.errorBuffer, compact: transfer.readsCompact)
             transfer.needsCommonOptions = false
         }
         let userdata = Unmanaged.passUnretained(transfer).toOpaque()
@@ -168,7 +168,7 @@ extension HTTPClient {
     }
 
     /// The options every request of this client shares, set once per easy handle.
-    private func setCommonOptions(_ easy: OpaquePointer, errorBuffer: UnsafeMutablePointer<CChar>) throws {
+    private func setCommonOptions(_ easy: OpaquePointer, errorBuffer: UnsafeMutablePointer<CChar>, compact: Bool) throws {
         var failed = CURLE_OK
         func check(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
         func long(_ option: CURLoption, _ value: Int) { check(CShims_curl_easy_setopt_long(easy, option, value)) }
@@ -188,6 +188,9 @@ extension HTTPClient {
         // HTTP/1.1: pausing a transfer (back-pressure) is dependable there in libcurl 7.88.
         long(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         long(CURLOPT_NOSIGNAL, 1)
+        // Only before the handle's first transfer: libcurl 7.88 allocates the buffer then, for
+        // the handle's life, and refuses a new size afterwards.
+        if compact { long(CURLOPT_BUFFERSIZE, EasyHandlePool.compactReadBufferSize) }
         long(CURLOPT_SSL_VERIFYPEER, 1)
         long(CURLOPT_SSL_VERIFYHOST, 2)
         if let caFile = configuration.caFile { string(CURLOPT_CAINFO, caFile) }

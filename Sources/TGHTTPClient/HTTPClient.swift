@@ -36,6 +36,11 @@ public final class HTTPClient: @unchecked Sendable {
         public var allowPlainHTTPToLoopbackForTesting = false
         /// Origins kept parsed (see ``Origins``); tests set 0 to take the per-transfer parse.
         var originCapacity = 16
+        /// A request started on the loop while this many transfers or more are in flight there
+        /// reads its response in pieces of ``EasyHandlePool/compactReadBufferSize`` bytes instead
+        /// of libcurl's 16 KiB (see ``EasyHandlePool``): memory per call under a burst, against
+        /// more reads for a large body. 0: every call on the loop reads compact.
+        public var compactReadsAbove = 256
 
         public init() {}
     }
@@ -57,6 +62,8 @@ public final class HTTPClient: @unchecked Sendable {
     /// The transfers in the multi handle, each at its ``Transfer/activeIndex`` (no hashing per
     /// call: a transfer knows its place).
     private var active: [Transfer] = []
+    /// How many transfers are in the multi handle (event thread).
+    var transfersInFlight: Int { active.count }
     var timer: EventLoopTimer?
     /// Every upstream socket in the loop's epoll set, watched or parked (see `HTTPClient+Sockets`).
     var sockets: [Int32: CurlSocket] = [:]

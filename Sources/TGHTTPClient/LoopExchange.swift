@@ -23,6 +23,9 @@ public final class LoopExchange: @unchecked Sendable {
     private var firstChunk = 0
     private var offset = 0
     private(set) var buffered = 0
+    /// The most body bytes libcurl handed over at once: at most its read buffer's size (see
+    /// ``EasyHandlePool``).
+    private(set) var largestPiece = 0
     private var ended = false
     private var failure: HTTPClientError?
     private var waker: (() -> Void)?
@@ -160,6 +163,7 @@ public final class LoopExchange: @unchecked Sendable {
         }
         chunks.append(Array(data))
         buffered += data.count
+        largestPiece = max(largestPiece, data.count)
         idle?.moved()
         wake()
         return true
@@ -224,7 +228,7 @@ extension HTTPClient {
     ) throws -> LoopExchange {
         precondition(loop.inEventLoop, "startOnLoop must be called on the client's loop")
         let exchange = LoopExchange(client: self, idleTimeout: idleTimeout)
-        let transfer = try Transfer(mode: .onLoop(exchange), handles: handles)
+        let transfer = try Transfer(mode: .onLoop(exchange), handles: handles, compact: transfersInFlight >= configuration.compactReadsAbove)
         transfer.holdHeadUpTo = min(wholeBodyUpTo, LoopExchange.highWater)
         try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: nil)
         exchange.transfer = transfer

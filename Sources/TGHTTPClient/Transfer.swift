@@ -75,11 +75,17 @@ final class Transfer: @unchecked Sendable {
     /// The handle is new: the client's common options are not set on it yet (see `EasyHandlePool`).
     var needsCommonOptions: Bool
 
-    init(mode: Mode, handles: EasyHandlePool) throws {
-        guard let (handle, fresh) = handles.take() else { throw HTTPClientError(.transport, detail: "curl_easy_init failed") }
+    /// Its handle reads the response in ``EasyHandlePool/compactReadBufferSize`` pieces.
+    let readsCompact: Bool
+
+    init(mode: Mode, handles: EasyHandlePool, compact: Bool = false) throws {
+        guard let (handle, fresh) = handles.take(compact: compact) else {
+            throw HTTPClientError(.transport, detail: "curl_easy_init failed")
+        }
         easy = handle.easy
         errorBuffer = handle.errorBuffer
         lastRequest = handle.last
+        readsCompact = handle.compact
         needsCommonOptions = fresh
         self.mode = mode
         self.handles = handles
@@ -88,7 +94,10 @@ final class Transfer: @unchecked Sendable {
 
     deinit {
         // The client removed the handle from its multi handle before releasing the transfer.
-        handles.give(EasyHandle(easy: easy, errorBuffer: errorBuffer, last: lastRequest), reusable: !needsCommonOptions)
+        handles.give(
+            EasyHandle(easy: easy, errorBuffer: errorBuffer, compact: readsCompact, last: lastRequest),
+            reusable: !needsCommonOptions
+        )
         if let headerBlock {
             headerBlock.deallocate()
         } else if let headerList {

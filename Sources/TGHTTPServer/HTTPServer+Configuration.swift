@@ -33,7 +33,13 @@ extension HTTPServer {
         public var maxBodySize: Int = 1 << 20
         /// Memory per connection for the request head and buffers; heads that do not fit are refused
         /// (431). libmicrohttpd clears this memory for every request, so larger costs throughput.
-        public var connectionMemoryLimit: Int = 16 * 1024
+        /// 14 KiB, not 16: libmicrohttpd fills this block from both ends (the head read at the
+        /// start, the parsed fields at the end), so a waiting request touches its first and last
+        /// page. Blocks of 16 KiB lie page-aligned side by side, two pages each; at 14 KiB one
+        /// block's end and the next one's start fall in the same page every other time: 1.5 pages
+        /// a connection (docs/architecture.md, "Memory under a burst"). One field may take about
+        /// half: up to 6.9 KB here (7.9 KB at 16 KiB).
+        public var connectionMemoryLimit: Int = 14 * 1024
         /// An async handler that has not answered by then gets 503 and is cancelled. A suspended
         /// connection never times out by itself, so this is the deadline of every deferred request.
         public var requestTimeout: Duration = .seconds(30)

@@ -62,6 +62,33 @@ import Testing
         await server.shutdown()
     }
 
+    /// The request head must fit the connection's memory (`connectionMemoryLimit`, 14 KiB; one
+    /// field may take about half of it): a 6 KiB field (a large token or cookie) is served, a
+    /// 20 KiB one is refused with 431 before the handler runs, and the server goes on serving.
+    @Test func servesASixKiBFieldAndRefusesAHeadLargerThanTheConnectionsMemory() async throws {
+        let handled = Counter()
+        let server = try startServer { request in
+            handled.increment()
+            return .response(ServerResponse(status: .ok, contentType: "text/plain", body: "\(request.fields.first(.cookie)?.count ?? 0)"))
+        }
+        func head(_ cookieBytes: Int) -> String {
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: \(String(repeating: "c", count: cookieBytes))\r\nConnection: close\r\n\r\n"
+        }
+        let fits = try RawConnection(port: server.port)
+        try await fits.send(head(6 * 1024))
+        let served = try await fits.readResponse()
+        #expect(served.hasPrefix("HTTP/1.1 200"))
+        #expect(served.hasSuffix("\r\n\r\n\(6 * 1024)"))
+        let tooLarge = try RawConnection(port: server.port)
+        try await tooLarge.send(head(20 * 1024))
+        #expect(try await tooLarge.readResponse().hasPrefix("HTTP/1.1 431"))
+        #expect(handled.value == 1)
+        let after = try RawConnection(port: server.port)
+        try await after.send(head(10))
+        #expect(try await after.readResponse().hasPrefix("HTTP/1.1 200"))
+        await server.shutdown()
+    }
+
     @Test func refusesABodyLargerThanTheLimitByContentLengthWithoutReadingIt() async throws {
         let handled = Counter()
         let server = try startServer(

@@ -14,8 +14,11 @@
  *
  *   proxy_floor PORT UPSTREAM_BASE [LOOPS [CONNECTIONS]]   e.g. proxy_floor 18183 http://127.0.0.1:18181 1
  *   (UPSTREAM_BASE is scheme://host:port; the request's path replaces its path; CONNECTIONS is
- *   each loop's limit of upstream connections, default 256). Each connection gets 16 KiB of
- *   libmicrohttpd memory, as in TokenGate (server.connectionMemoryLimit), so their memory compares.
+ *   each loop's limit of upstream connections, default 256). Each connection gets 14 KiB of
+ *   libmicrohttpd memory, as in TokenGate (server.connectionMemoryLimit), and an easy handle made
+ *   while COMPACT_ABOVE or more requests are in flight on its loop reads into a 2 KiB buffer
+ *   instead of libcurl's 16 KiB and is not kept for reuse, as TokenGate's compact handles
+ *   (Sources/TGHTTPClient/EasyHandlePool.swift): so their memory compares.
  *
  * Built and run by bench/proxy.sh (cc -O2 ... -lmicrohttpd -lcurl -lpthread). Not shipped.
  *
@@ -72,7 +75,11 @@ struct loop {
     unsigned long long request_count;
     struct request *free_requests; /* finished requests, kept for reuse */
     int free_count;
+    int in_flight; /* requests taken and not yet recycled */
 };
+
+#define COMPACT_ABOVE 256
+#define COMPACT_READ_BUFFER 2047L /* libcurl allocates one byte more: 2 KiB */
 
 /* A proxied request. Finished ones are recycled with their easy handle, URL handle and body buffer:
    no per-request setup beyond the path, no allocation of ours per request. */
@@ -86,6 +93,7 @@ struct request {
     size_t capacity;
     long status;
     int started; /* its transfer (or a refusal): the next call answers */
+    int compact; /* its easy handle reads into a compact buffer */
     /* The request's own fields, chained in front of the loop's (no allocation per request). */
     struct curl_slist forwarded_for, request_id;
     char forwarded_for_line[64];
@@ -211,6 +219,8 @@ static struct request *take_request(struct loop *loop, struct MHD_Connection *co
         curl_easy_setopt(request->easy, CURLOPT_CURLU, request->url);
         curl_easy_setopt(request->easy, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(request->easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+        request->compact = loop->in_flight >= COMPACT_ABOVE;
+        if (request->compact) curl_easy_setopt(request->easy, CURLOPT_BUFFERSIZE, COMPACT_READ_BUFFER);
         request->forwarded_for.data = request->forwarded_for_line;
         request->forwarded_for.next = &request->request_id;
         request->request_id.data = request->request_id_line;
@@ -223,6 +233,7 @@ static struct request *take_request(struct loop *loop, struct MHD_Connection *co
         curl_easy_setopt(request->easy, CURLOPT_CLOSESOCKETDATA, loop);
     }
     request->connection = connection;
+    loop->in_flight++;
     const union MHD_ConnectionInfo *client = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     memcpy(request->forwarded_for_line, "X-Forwarded-For: ", 17);
     if (inet_ntop(AF_INET, &((const struct sockaddr_in *)client->client_addr)->sin_addr, request->forwarded_for_line + 17,
@@ -237,7 +248,8 @@ static struct request *take_request(struct loop *loop, struct MHD_Connection *co
 
 /* Its transfer is over (removed from the multi handle) and its response sent. */
 static void recycle_request(struct loop *loop, struct request *request) {
-    if (loop->free_count >= 256) {
+    loop->in_flight--;
+    if (loop->free_count >= 256 || request->compact) {
         curl_easy_cleanup(request->easy);
         curl_url_cleanup(request->url);
         free(request->body);
@@ -358,7 +370,7 @@ static void *run_loop(void *unused) {
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(0x7F000001)};
     loop->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, port, NULL, NULL, on_request, loop,
                                     MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-                                    MHD_OPTION_CONNECTION_LIMIT, 20000u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+                                    MHD_OPTION_CONNECTION_LIMIT, 20000u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)14336,
                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, loop,
                                     MHD_OPTION_END);
     if (loop->daemon == NULL) {
