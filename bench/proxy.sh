@@ -18,8 +18,9 @@
 #               same answer from libmicrohttpd alone: the bare route's floor on this stack), same
 #               wrk settings, alternating; CPU per request of TokenGate and of the floor.
 #   2. burst    BURST (default 10000) requests at once through TokenGate to an upstream that answers
-#               after 1 s (tokengate-bench-server /sleep): successes, time, TokenGate's thread count
-#               before and after, and its peak resident memory (VmHWM); then the same burst through
+#               after 1 s (tokengate-bench-server /sleep), BURST_ROUNDS (3) times: successes, time,
+#               TokenGate's thread count before and after, and its peak resident memory (VmHWM,
+#               median and spread of the rounds); then the same bursts through
 #               a fresh C floor with TokenGate's limits (14 KiB per connection, 9000 upstream
 #               connections, compact read buffers past 256 calls in flight per loop), the memory
 #               floor of the design.
@@ -128,15 +129,30 @@ echo "spread (min-max of $rounds rounds): healthz req/s $(sort -g -k1 "$work/h" 
 echo "spread (min-max of $rounds rounds): tokengate req/s $(sort -g -k1 "$work/t" | awk 'NR==1{a=$1} END{print a"-"$1}'), floor req/s $(sort -g -k1 "$work/f" | awk 'NR==1{a=$1} END{print a"-"$1}'), nginx req/s $(sort -g -k1 "$work/n" | awk 'NR==1{a=$1} END{print a"-"$1}')"
 
 threads() { awk '/^Threads:/ {print $2}' "/proc/$tg_pid/status"; }
+# bursts PID URL FILE: BURST_ROUNDS bursts through PID (VmHWM reset before each: writing 5 to
+# clear_refs), one "ok=… errors=… seconds=… peak_mib" line each in FILE. A burst's peak depends on
+# how many of its calls are in flight at once (a slower start lets the first ones finish first),
+# so it varies from burst to burst: the median and the spread are reported.
+burst_rounds=${BURST_ROUNDS:-3}
+bursts() {
+    local pid=$1 url=$2 file=$3
+    : >"$file"
+    for _ in $(seq "$burst_rounds"); do
+        echo 5 >"/proc/$pid/clear_refs"
+        result=$(python3 bench/burst.py "$url" "$burst" "$token")
+        echo "$result $(awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$pid/status")" >>"$file"
+    done
+}
+spread() { sort -g | awk 'NR==1 {a=$1} END {print a"-"$1}'; }
 before=$(threads)
-result=$(python3 bench/burst.py "http://127.0.0.1:$TG_PORT/api/slow/sleep" "$burst" "$token")
+bursts "$tg_pid" "http://127.0.0.1:$TG_PORT/api/slow/sleep" "$work/burst"
 after=$(threads)
-peak=$(awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$tg_pid/status")
-echo "burst    $burst requests at once to a 1 s upstream: $result threads_before=$before threads_after=$after peak_rss_mib=$peak"
+peak=$(awk '{print $4}' "$work/burst" | median)
+echo "burst    $burst requests at once to a 1 s upstream, $burst_rounds times: $(awk '{print $1, $2, $3}' "$work/burst" | tr '\n' ' ')threads_before=$before threads_after=$after peak_rss_mib median $peak (spread $(awk '{print $4}' "$work/burst" | spread))"
 env $(floor_fields 127.0.0.1:$TG_PORT) "${TMPDIR:-/tmp}/tokengate-proxy-floor" $((FLOOR_PORT + 10)) "http://127.0.0.1:$SLOW_PORT" "$floor_loops" $((9000 / floor_loops)) >"$work/floor-burst.log" 2>&1 &
 burst_floor=$!
 pids+=($burst_floor)
 wait_for "http://127.0.0.1:$((FLOOR_PORT + 10))/sleep"
-result=$(python3 bench/burst.py "http://127.0.0.1:$((FLOOR_PORT + 10))/sleep" "$burst" "$token")
-peak_floor=$(awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$burst_floor/status")
-echo "burst    the same through the C floor: $result peak_rss_mib=$peak_floor; TokenGate's peak x floor: $(ratio "$peak" "$peak_floor")"
+bursts "$burst_floor" "http://127.0.0.1:$((FLOOR_PORT + 10))/sleep" "$work/burst-floor"
+peak_floor=$(awk '{print $4}' "$work/burst-floor" | median)
+echo "burst    the same through the C floor: $(awk '{print $1, $2, $3}' "$work/burst-floor" | tr '\n' ' ')peak_rss_mib median $peak_floor (spread $(awk '{print $4}' "$work/burst-floor" | spread)); TokenGate's peak x floor: $(ratio "$peak" "$peak_floor")"

@@ -48,7 +48,9 @@ final class EasyHandlePool: @unchecked Sendable {
         return (EasyHandle(easy: easy, errorBuffer: errorBuffer, compact: compact), true)
     }
 
-    static let errorBufferSize = Int(CURL_ERROR_SIZE) + 1
+    /// What libcurl asks for (it writes at most this much, its NUL included): 256 bytes, one
+    /// allocation size class below 257, and one per easy handle.
+    static let errorBufferSize = Int(CURL_ERROR_SIZE)
 
     /// Takes back a handle that is no longer attached to a multi handle. `reusable` false (its
     /// common options failed to set): it is destroyed. Each kind keeps at most `capacity`.

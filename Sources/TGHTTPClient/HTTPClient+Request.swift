@@ -134,7 +134,7 @@ extension HTTPClient {
             if let length {
                 check(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(length)))
             } else {
-                transfer.appendHeader("Transfer-Encoding: chunked")
+                transfer.appendHeader(.chunked)
             }
             let resume: @Sendable () -> Void = { [weak self] in self?.submit(.resume(transfer)) }
             let writer = HTTPClientBodyWriter(channel: channel, resume: resume)
@@ -159,8 +159,8 @@ extension HTTPClient {
         }
         addHeaders()
         // No "Expect: 100-continue" round trip; no content-type guessed for bodies.
-        transfer.appendHeader("Expect:")
-        if hasBody, !hasContentType { transfer.appendHeader("Content-Type:") }
+        transfer.appendHeader(.noExpect)
+        if hasBody, !hasContentType { transfer.appendHeader(.noContentType) }
         transfer.finishHeaders()
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, transfer.headerList))
         if failed != CURLE_OK { throw HTTPClientError.from(failed, detail: "setting up the request") }

@@ -23,14 +23,17 @@ public final class LoopExchange: @unchecked Sendable {
     private var firstChunk = 0
     private var offset = 0
     private(set) var buffered = 0
-    /// The most body bytes libcurl handed over at once: at most its read buffer's size (see
-    /// ``EasyHandlePool``).
-    private(set) var largestPiece = 0
-    private var ended = false
     private var failure: HTTPClientError?
     private var waker: (() -> Void)?
+    // The flags and `largestPiece` share one word: an exchange lives as long as its call,
+    // thousands at once under a burst, so it is kept within the allocator's 160-byte size class
+    // (docs/architecture.md, "Memory under a burst").
+    private var ended = false
     private var paused = false
     private var headArrived = false
+    /// The most body bytes libcurl handed over at once: at most its read buffer's size (see
+    /// ``EasyHandlePool``).
+    private(set) var largestPiece: Int32 = 0
     private var headTimer: EventLoopTimer?
     /// Armed once the head is in and the body still arriving.
     private var idle: IdleDeadline?
@@ -163,7 +166,7 @@ public final class LoopExchange: @unchecked Sendable {
         }
         chunks.append(Array(data))
         buffered += data.count
-        largestPiece = max(largestPiece, data.count)
+        largestPiece = max(largestPiece, Int32(clamping: data.count))
         idle?.moved()
         wake()
         return true

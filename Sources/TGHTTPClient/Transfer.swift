@@ -108,36 +108,34 @@ final class Transfer: @unchecked Sendable {
     /// A line of the client's own (`Expect:` and the like). With caller-built lines pending it
     /// waits for ``finishHeaders()`` (appending it to the caller's buffer would copy that buffer,
     /// which the caller's request still shares).
-    func appendHeader(_ line: StaticString) {
+    func appendHeader(_ line: ClientLines) {
         if pendingLines != nil {
-            clientLines.append(line)
+            clientLines.insert(line)
             return
         }
-        headerList = line.withUTF8Buffer { bytes in
-            withUnsafeTemporaryAllocation(of: CChar.self, capacity: bytes.count + 1) { text in
-                UnsafeMutableRawBufferPointer(text).copyMemory(from: UnsafeRawBufferPointer(bytes))
-                text[bytes.count] = 0
-                return curl_slist_append(headerList, text.baseAddress)
+        line.forEachLine { text in
+            headerList = text.withUTF8Buffer { bytes in
+                withUnsafeTemporaryAllocation(of: CChar.self, capacity: bytes.count + 1) { buffer in
+                    UnsafeMutableRawBufferPointer(buffer).copyMemory(from: UnsafeRawBufferPointer(bytes))
+                    buffer[bytes.count] = 0
+                    return curl_slist_append(headerList, buffer.baseAddress)
+                }
             }
         }
     }
 
-    /// Up to three lines of the client's own, kept without an array.
-    struct ClientLines {
-        private var first: StaticString?
-        private var second: StaticString?
-        private var third: StaticString?
-        private(set) var count = 0
+    /// The client's own lines, each at most once, in this order: one byte in the transfer (which
+    /// lives as long as its call, thousands at once under a burst) instead of three strings.
+    struct ClientLines: OptionSet {
+        let rawValue: UInt8
+        /// `Transfer-Encoding: chunked`: a streamed body of unknown length.
+        static let chunked = ClientLines(rawValue: 1)
+        /// `Expect:`: no `100-continue` round trip.
+        static let noExpect = ClientLines(rawValue: 2)
+        /// `Content-Type:`: libcurl adds none of its own to a body.
+        static let noContentType = ClientLines(rawValue: 4)
 
-        mutating func append(_ line: StaticString) {
-            switch count {
-            case 0: first = line
-            case 1: second = line
-            case 2: third = line
-            default: preconditionFailure("at most three client header lines")
-            }
-            count += 1
-        }
+        var count: Int { rawValue.nonzeroBitCount }
 
         /// The lines' bytes, each with its NUL.
         var byteCount: Int {
@@ -147,9 +145,9 @@ final class Transfer: @unchecked Sendable {
         }
 
         func forEachLine(_ body: (StaticString) -> Void) {
-            if let first { body(first) }
-            if let second { body(second) }
-            if let third { body(third) }
+            if contains(.chunked) { body("Transfer-Encoding: chunked") }
+            if contains(.noExpect) { body("Expect:") }
+            if contains(.noContentType) { body("Content-Type:") }
         }
     }
     private var clientLines = ClientLines()
@@ -180,7 +178,7 @@ final class Transfer: @unchecked Sendable {
             text[end] = 0
             end += 1
         }
-        clientLines = ClientLines()
+        clientLines = []
         let nodes = block.bindMemory(to: curl_slist.self, capacity: count)
         // Each of the `count` lines ends in its NUL: `strlen` steps from one to the next.
         var start = 0

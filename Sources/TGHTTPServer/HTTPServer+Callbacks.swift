@@ -2,6 +2,7 @@ import CMicroHTTPD
 import CShims
 import HTTPTypes
 import Synchronization
+import TGEventLoop
 
 #if canImport(Glibc)
 import Glibc
@@ -141,7 +142,7 @@ extension HTTPServer {
             let target = context.target
             let limits = configuration.limits?(parsed, target[..<(ServerRequest.queryMark(in: target) ?? target.endIndex)])
             context.maxBodySize = limits?.maxBodySize ?? configuration.maxBodySize
-            context.requestTimeout = limits?.requestTimeout ?? configuration.requestTimeout
+            context.requestTimeout = EventLoop.nanoseconds(limits?.requestTimeout ?? configuration.requestTimeout)
             collectHeaders(connection, into: context)
             if let length = context.contentLength, length > context.maxBodySize {
                 context.stage = .rejected

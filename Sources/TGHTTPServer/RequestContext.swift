@@ -37,13 +37,25 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     let daemon: LoopDaemon
     var connection: OpaquePointer?
     var stage: Stage = .new
+    // The flags sit in the padding after `stage`: every context lives as long as its request,
+    // thousands at once under a burst, so its size is kept within an allocator size class of 256
+    // bytes (docs/architecture.md, "Memory under a burst").
+    /// Set on the loop thread when the handler answered `.async` (before its task exists).
+    var isAsync = false
+    var startsInline = false
     var method: HTTPRequest.Method = .get
     var fields = RequestFields()
     var host: String?
-    var contentLength: Int?
-    /// This request's limits (the configuration's, or the ones it chose for this path).
+    /// `Content-Length` as sent, if it was (stored without an optional's tag and padding).
+    var contentLength: Int? {
+        get { announcedLength == Int.min ? nil : announcedLength }
+        set { announcedLength = newValue ?? Int.min }
+    }
+    private var announcedLength = Int.min
+    /// This request's limits (the configuration's, or the ones it chose for this path); the
+    /// timeout in nanoseconds.
     var maxBodySize = 0
-    var requestTimeout = Duration.zero
+    var requestTimeout: Int64 = 0
     var body: [UInt8] = []
     /// The body's buffer, for a request whose body streams.
     var bodyStream: RequestBodyStream?
@@ -61,9 +73,6 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     /// Its place among its loop's requests waiting under a deadline (``RequestDeadlines``); -1
     /// when not waiting. Loop thread only.
     var deadlineSlot = -1
-    /// Set on the loop thread when the handler answered `.async` (before its task exists).
-    var isAsync = false
-    var startsInline = false
 
     /// Whether the request's deadline passed at `now`: for a streamed body, `requestTimeout`
     /// after the last bytes arrived, so an upload that keeps arriving is never cut (the minimum
@@ -74,13 +83,13 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
 
     /// Sets the deadline `requestTimeout` from now.
     func startDeadline() {
-        deadline = EventLoop.now() + EventLoop.nanoseconds(requestTimeout)
+        deadline = EventLoop.now() + requestTimeout
     }
 
     /// Body bytes arrived (loop thread): a set deadline moves to `requestTimeout` from now.
     func bodyProgressed() {
         guard deadline != 0 else { return }
-        deadlineExtension.store(EventLoop.now() + EventLoop.nanoseconds(requestTimeout) - deadline, ordering: .relaxed)
+        deadlineExtension.store(EventLoop.now() + requestTimeout - deadline, ordering: .relaxed)
     }
 
     init(target: String, connection: OpaquePointer?, daemon: LoopDaemon) {

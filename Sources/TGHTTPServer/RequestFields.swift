@@ -37,8 +37,10 @@ public struct RequestFields: Sendable, Equatable {
         var end = value.endIndex
         while start < end, value[start] == 0x20 || value[start] == 0x09 { start += 1 }
         while end > start, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
-        // Room for a typical head at once (growing field by field would copy each time).
-        if storage.capacity == 0 { storage.reserveCapacity(256) }
+        // Room for a typical head at once (growing field by field would copy each time): 224
+        // bytes, with the array's header one 256-byte allocation (a size class; the fields live
+        // as long as their call, thousands at once under a burst).
+        if storage.capacity == 0 { storage.reserveCapacity(224) }
         storage.appendField(name, separator: "\0", UnsafeRawBufferPointer(rebasing: value[start..<end])) { bytes in
             for index in bytes.indices where bytes[index] < 0x20 && bytes[index] != 0x09 || bytes[index] == 0x7F {
                 bytes[index] = 0x20

@@ -67,7 +67,7 @@ import Testing
                     exchange.notify { self.drain(index) }
                     return
                 case .end:
-                    calls[index].largestPiece = exchange.largestPiece
+                    calls[index].largestPiece = Int(exchange.largestPiece)
                     exchanges[index] = nil
                     open -= 1
                     if open == 0 { finish(.success(calls)) }

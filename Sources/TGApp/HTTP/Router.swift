@@ -42,9 +42,10 @@ public struct RouteParameters: Sendable, Equatable, ExpressibleByDictionaryLiter
         }
     }
 
-    /// Adds a pair whose name is not there yet (a pattern names each parameter once).
-    mutating func add(_ name: String, _ value: String) {
-        if pairs.capacity == 0 { pairs.reserveCapacity(4) }
+    /// Adds a pair whose name is not there yet (a pattern names each parameter once); the first
+    /// makes room for `expected` (the pattern's count: each call in flight keeps its parameters).
+    mutating func add(_ name: String, _ value: String, expected: Int = 4) {
+        if pairs.capacity == 0 { pairs.reserveCapacity(expected) }
         pairs.append((name, value))
     }
 
@@ -182,12 +183,17 @@ public struct Router: Sendable {
 
     private static func bind(_ pattern: [Segment], to bytes: UnsafeBufferPointer<UInt8>) -> RouteParameters? {
         var parameters: RouteParameters = [:]
+        var expected = 0
+        for segment in pattern {
+            if case .literal = segment { continue }
+            expected += 1
+        }
         var start = 0
         for index in pattern.indices {
             if case .rest = pattern[index] {
                 // After the `/` that ends the previous segment (`/api/x` alone has an empty rest).
                 if start != bytes.count { start += 1 }
-                parameters.add("rest", String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self))
+                parameters.add("rest", String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self), expected: expected)
                 return parameters
             }
             // Segments after the first begin after a `/`.
@@ -207,7 +213,7 @@ public struct Router: Sendable {
                 let plain = memchr(actual.baseAddress!, Int32(UInt8(ascii: "%")), actual.count) == nil
                 guard let value = plain ? String(decoding: actual, as: UTF8.self) : FormURLEncoding.percentDecode(actual, plusAsSpace: false)
                 else { return nil }
-                parameters.add(name, value)
+                parameters.add(name, value, expected: expected)
             case .rest:
                 return nil
             }
