@@ -28,6 +28,9 @@ ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) print v/1000; else if (v ~ /ms$/) p
 # median: of the numbers on standard input, one per line.
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+# spread: "min-max" of the numbers on standard input, one per line.
+spread() { sort -g | awk 'NR==1 {a=$1} END {print a"-"$1}'; }
+
 # col FILE N: the median of column N of FILE.
 col() { awk -v c="$2" '{ print $c }' "$1" | median; }
 

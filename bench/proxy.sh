@@ -125,8 +125,8 @@ hf_rps=$(col "$work/hf" 1) hf_p99=$(col "$work/hf" 2) hf_cpu=$(col "$work/hf" 3)
 printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' floor-200 "$hf_rps" "$hf_p99" "$hf_cpu" "$(ratio "$hf_rps" "$hn_rps")" "$(ratio "$hf_p99" "$hn_p99")" 1.00 -
 printf '%-8s %10.0f %8.3f %10.2f %8s %7s %7s  %s\n' healthz "$h_rps" "$h_p99" "$h_cpu" "$(ratio "$h_rps" "$hn_rps")" "$(ratio "$h_p99" "$hn_p99")" "$(ratio "$h_cpu" "$hf_cpu")" \
     "$(awk '{print $4}' "$work/h" | sort -u | tr '\n' ' ')"
-echo "spread (min-max of $rounds rounds): healthz req/s $(sort -g -k1 "$work/h" | awk 'NR==1{a=$1} END{print a"-"$1}'), floor-200 req/s $(sort -g -k1 "$work/hf" | awk 'NR==1{a=$1} END{print a"-"$1}'), nginx return 200 req/s $(sort -g -k1 "$work/hn" | awk 'NR==1{a=$1} END{print a"-"$1}')"
-echo "spread (min-max of $rounds rounds): tokengate req/s $(sort -g -k1 "$work/t" | awk 'NR==1{a=$1} END{print a"-"$1}'), floor req/s $(sort -g -k1 "$work/f" | awk 'NR==1{a=$1} END{print a"-"$1}'), nginx req/s $(sort -g -k1 "$work/n" | awk 'NR==1{a=$1} END{print a"-"$1}')"
+echo "spread (min-max of $rounds rounds): healthz req/s $(awk '{print $1}' "$work/h" | spread), floor-200 req/s $(awk '{print $1}' "$work/hf" | spread), nginx return 200 req/s $(awk '{print $1}' "$work/hn" | spread)"
+echo "spread (min-max of $rounds rounds): tokengate req/s $(awk '{print $1}' "$work/t" | spread), floor req/s $(awk '{print $1}' "$work/f" | spread), nginx req/s $(awk '{print $1}' "$work/n" | spread)"
 
 threads() { awk '/^Threads:/ {print $2}' "/proc/$tg_pid/status"; }
 # bursts PID URL FILE: BURST_ROUNDS bursts through PID (VmHWM reset before each: writing 5 to
@@ -139,11 +139,11 @@ bursts() {
     : >"$file"
     for _ in $(seq "$burst_rounds"); do
         echo 5 >"/proc/$pid/clear_refs"
+        local result
         result=$(python3 bench/burst.py "$url" "$burst" "$token")
         echo "$result $(awk '/^VmHWM:/ {printf "%.0f", $2 / 1024}' "/proc/$pid/status")" >>"$file"
     done
 }
-spread() { sort -g | awk 'NR==1 {a=$1} END {print a"-"$1}'; }
 before=$(threads)
 bursts "$tg_pid" "http://127.0.0.1:$TG_PORT/api/slow/sleep" "$work/burst"
 after=$(threads)

@@ -95,6 +95,8 @@ public struct Router: Sendable {
     struct Pattern: Sendable {
         var text: String
         var segments: [Segment]
+        /// How many parameters the segments bind (room made for them at once).
+        var parameterCount: Int
         var routes: [Route]
     }
 
@@ -140,7 +142,7 @@ public struct Router: Sendable {
         if let index = patterns.firstIndex(where: { $0.text == pattern }) {
             patterns[index].routes.append(route)
         } else {
-            patterns.append(Pattern(text: pattern, segments: segments, routes: [route]))
+            patterns.append(Pattern(text: pattern, segments: segments, parameterCount: names.count, routes: [route]))
         }
     }
 
@@ -160,7 +162,7 @@ public struct Router: Sendable {
         }
         // By index: iterating the patterns would copy each one (three arrays) per request.
         for index in patterns.indices {
-            guard let parameters = Self.bind(patterns[index].segments, to: path) else { continue }
+            guard let parameters = Self.bind(patterns[index].segments, count: patterns[index].parameterCount, to: path) else { continue }
             if let route = Self.route(for: method, in: patterns[index].routes) { return .found(route, parameters) }
             allowed += patterns[index].routes.map(\.method)
         }
@@ -177,17 +179,12 @@ public struct Router: Sendable {
 
     /// The pattern's parameters in `path`, or nil when it does not fit. Works on the path's bytes
     /// in place (every API call comes through here, past the patterns before its own).
-    private static func bind(_ pattern: [Segment], to path: Substring) -> RouteParameters? {
-        path.withUTF8Bytes { bind(pattern, to: $0) }
+    private static func bind(_ pattern: [Segment], count: Int, to path: Substring) -> RouteParameters? {
+        path.withUTF8Bytes { bind(pattern, count: count, to: $0) }
     }
 
-    private static func bind(_ pattern: [Segment], to bytes: UnsafeBufferPointer<UInt8>) -> RouteParameters? {
+    private static func bind(_ pattern: [Segment], count expected: Int, to bytes: UnsafeBufferPointer<UInt8>) -> RouteParameters? {
         var parameters: RouteParameters = [:]
-        var expected = 0
-        for segment in pattern {
-            if case .literal = segment { continue }
-            expected += 1
-        }
         var start = 0
         for index in pattern.indices {
             if case .rest = pattern[index] {
