@@ -9,12 +9,38 @@ public struct UpstreamAccessToken: Sendable, Equatable {
     /// The scopes it was asked for.
     public var scopes: [String]
     public var issuedAt: Date
+    /// What a caller makes of this token once for all its uses (the proxy's prebuilt header
+    /// line), shared by every copy of it; a new token starts empty.
+    public let memo = TokenMemo()
 
     public init(value: String, expiresAt: Date, scopes: [String], issuedAt: Date) {
         self.value = value
         self.expiresAt = expiresAt
         self.scopes = scopes
         self.issuedAt = issuedAt
+    }
+
+    /// The same token: the memo is what was made of it, not part of it.
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.value == rhs.value && lhs.expiresAt == rhs.expiresAt && lhs.scopes == rhs.scopes && lhs.issuedAt == rhs.issuedAt
+    }
+}
+
+/// One value made from a token on first use and kept as long as the token (see
+/// ``UpstreamAccessToken/memo``). Any thread: the first caller makes it, under a lock.
+public final class TokenMemo: Sendable {
+    private let made = Mutex<(any AnyObject & Sendable)?>(nil)
+
+    public init() {}
+
+    /// The value made before, or `make`'s, kept.
+    public func value<Value: AnyObject & Sendable>(_ make: () -> Value) -> Value {
+        made.withLock { made in
+            if let value = made as? Value { return value }
+            let value = make()
+            made = value
+            return value
+        }
     }
 }
 

@@ -39,12 +39,17 @@ final class EasyHandlePool: @unchecked Sendable {
     /// A handle of the kind asked for, its error buffer (`CURLOPT_ERRORBUFFER`, one per handle
     /// for its life) and what its last request left set (``LastRequest``); `fresh` when it was
     /// just made (its client's common options, the read buffer's size among them, are not set yet).
+    /// A compact handle has no error buffer: it serves calls in a burst, thousands at once, and
+    /// its failures are told by libcurl's code and the system's error (``Transfer``).
     func take(compact: Bool = false) -> (handle: EasyHandle, fresh: Bool)? {
         let kept = lock.withLock { compact ? spareCompact.popLast() : spare.popLast() }
         if let kept { return (kept, false) }
         guard let easy = curl_easy_init() else { return nil }
-        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Self.errorBufferSize)
-        errorBuffer.initialize(repeating: 0, count: Self.errorBufferSize)
+        var errorBuffer: UnsafeMutablePointer<CChar>?
+        if !compact {
+            errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Self.errorBufferSize)
+            errorBuffer?.initialize(repeating: 0, count: Self.errorBufferSize)
+        }
         return (EasyHandle(easy: easy, errorBuffer: errorBuffer, compact: compact), true)
     }
 
@@ -72,14 +77,15 @@ final class EasyHandlePool: @unchecked Sendable {
 
     private static func destroy(_ handle: EasyHandle) {
         curl_easy_cleanup(handle.easy)
-        handle.errorBuffer.deallocate()
+        handle.errorBuffer?.deallocate()
     }
 }
 
 /// An easy handle as the pool lends it.
 struct EasyHandle {
     let easy: OpaquePointer
-    let errorBuffer: UnsafeMutablePointer<CChar>
+    /// libcurl's message of a failure; none on a compact handle.
+    let errorBuffer: UnsafeMutablePointer<CChar>?
     /// Its read buffer is ``EasyHandlePool/compactReadBufferSize`` bytes (else libcurl's 16 KiB).
     let compact: Bool
     /// What the handle's last request set of the options that differ between requests, so the

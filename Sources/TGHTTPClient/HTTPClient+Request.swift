@@ -62,7 +62,7 @@ extension HTTPClient {
             if url.target != nil { lastLoopOrigin = (request.scheme, request.authority, url) }
         }
         try prepare(transfer, method: request.method, url: url, body: body, timeout: timeout, hasContentType: request.headers.hasContentType) {
-            transfer.useHeaderLines(request.headers)
+            transfer.useHeaderLines(request.headers, shared: request.sharedHeaders)
         }
     }
 
@@ -168,7 +168,7 @@ extension HTTPClient {
     }
 
     /// The options every request of this client shares, set once per easy handle.
-    private func setCommonOptions(_ easy: OpaquePointer, errorBuffer: UnsafeMutablePointer<CChar>, compact: Bool) throws {
+    private func setCommonOptions(_ easy: OpaquePointer, errorBuffer: UnsafeMutablePointer<CChar>?, compact: Bool) throws {
         var failed = CURLE_OK
         func check(_ code: CURLcode) { if failed == CURLE_OK { failed = code } }
         func long(_ option: CURLoption, _ value: Int) { check(CShims_curl_easy_setopt_long(easy, option, value)) }
@@ -176,7 +176,7 @@ extension HTTPClient {
             check(value.withCString { CShims_curl_easy_setopt_ptr(easy, option, $0) })
         }
         string(CURLOPT_PROTOCOLS_STR, "http,https")
-        check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer))
+        if let errorBuffer { check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)) }
         // A redirect may not drop to plain HTTP (except to loopback under the test option).
         string(CURLOPT_REDIR_PROTOCOLS_STR, configuration.allowPlainHTTPToLoopbackForTesting ? "http,https" : "https")
         // Never route through a proxy named by the environment (http_proxy, …): TokenGate talks to

@@ -153,12 +153,16 @@ public struct LoopRequest: Sendable {
     /// Path and query, as sent.
     public var path: String
     public var headers: HeaderLines
+    /// Lines sent after `headers`, shared with other requests (an API's access token): linked
+    /// to, not copied, so a call in flight does not keep its own copy of them.
+    public var sharedHeaders: SharedHeaderLines?
 
-    public init(method: String, scheme: String, authority: String, path: String, headers: HeaderLines) {
+    public init(method: String, scheme: String, authority: String, path: String, headers: HeaderLines, sharedHeaders: SharedHeaderLines? = nil) {
         self.method = method
         self.scheme = scheme
         self.authority = authority
         self.path = path
         self.headers = headers
+        self.sharedHeaders = sharedHeaders
     }
 }

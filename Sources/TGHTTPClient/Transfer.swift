@@ -27,8 +27,11 @@ final class Transfer: @unchecked Sendable {
     private var pendingLines: HeaderLines?
     /// The header list's nodes and text in one allocation, when built from ``HeaderLines``.
     private var headerBlock: UnsafeMutableRawPointer?
+    /// Lines many requests share, which the list ends with (see ``SharedHeaderLines``); kept
+    /// until the transfer is done with them.
+    private var sharedLines: SharedHeaderLines?
     /// The handle's own (see `EasyHandlePool`), cleared for each request.
-    let errorBuffer: UnsafeMutablePointer<CChar>
+    let errorBuffer: UnsafeMutablePointer<CChar>?
     /// What the handle's previous request left set; updated by `HTTPClient.prepare` (event
     /// thread or the submitting task, before the transfer is added).
     var lastRequest: LastRequest
@@ -89,7 +92,7 @@ final class Transfer: @unchecked Sendable {
         needsCommonOptions = fresh
         self.mode = mode
         self.handles = handles
-        errorBuffer[0] = 0
+        errorBuffer?[0] = 0
     }
 
     deinit {
@@ -100,7 +103,7 @@ final class Transfer: @unchecked Sendable {
         )
         if let headerBlock {
             headerBlock.deallocate()
-        } else if let headerList {
+        } else if let headerList, sharedLines == nil {
             curl_slist_free_all(headerList)
         }
     }
@@ -155,17 +158,33 @@ final class Transfer: @unchecked Sendable {
     /// Header lines built by the caller: with the client's own lines they become one block
     /// (list nodes and text in a single allocation) in ``finishHeaders()``, instead of two
     /// allocations per line through `curl_slist_append`.
-    func useHeaderLines(_ lines: HeaderLines) {
+    /// `shared`, if any, ends the list: its lines are linked to, not copied.
+    func useHeaderLines(_ lines: HeaderLines, shared: SharedHeaderLines? = nil) {
         precondition(headerList == nil, "header lines come first")
         pendingLines = lines
+        sharedLines = shared
     }
 
-    /// The header list is complete: lines given to ``useHeaderLines(_:)`` become its block.
+    /// The header list is complete: lines given to ``useHeaderLines(_:shared:)`` become its
+    /// block, followed by the shared lines.
     func finishHeaders() {
         guard let lines = pendingLines else { return }
         pendingLines = nil
+        let block = Self.headerBlock(lines, clientLines, then: sharedLines?.first)
+        clientLines = []
+        headerBlock = block?.block
+        headerList = block?.first ?? sharedLines?.first
+    }
+
+    /// `lines` and then `clientLines` as libcurl's list: the nodes and their text in one
+    /// allocation, the last node pointing to `next`. Nil when there is no line.
+    static func headerBlock(
+        _ lines: HeaderLines,
+        _ clientLines: ClientLines = [],
+        then next: UnsafeMutablePointer<curl_slist>?
+    ) -> (block: UnsafeMutableRawPointer, first: UnsafeMutablePointer<curl_slist>)? {
         let count = lines.lineCount + clientLines.count
-        guard count > 0 else { return }
+        guard count > 0 else { return nil }
         let nodeBytes = count * MemoryLayout<curl_slist>.stride
         let textBytes = lines.storage.count + clientLines.byteCount
         let block = UnsafeMutableRawPointer.allocate(byteCount: nodeBytes + textBytes, alignment: MemoryLayout<curl_slist>.alignment)
@@ -178,16 +197,14 @@ final class Transfer: @unchecked Sendable {
             text[end] = 0
             end += 1
         }
-        clientLines = []
         let nodes = block.bindMemory(to: curl_slist.self, capacity: count)
         // Each of the `count` lines ends in its NUL: `strlen` steps from one to the next.
         var start = 0
         for index in 0..<count {
-            (nodes + index).initialize(to: curl_slist(data: text + start, next: index + 1 < count ? nodes + index + 1 : nil))
+            (nodes + index).initialize(to: curl_slist(data: text + start, next: index + 1 < count ? nodes + index + 1 : next))
             start += strlen(text + start) + 1
         }
-        headerBlock = block
-        headerList = nodes
+        return (block, nodes)
     }
 
     /// Appends `name: value` (libcurl copies the line), built in place without a Swift string.
@@ -246,12 +263,24 @@ final class Transfer: @unchecked Sendable {
         waiter?.resume(returning: head)
     }
 
+    /// What went wrong in libcurl's words: the message it left in the error buffer, else (a
+    /// compact handle has none) the code's text and the system's error of the last socket call.
+    private func failureDetail(_ result: CURLcode) -> String {
+        if let errorBuffer, errorBuffer[0] != 0 { return String(cString: errorBuffer) }
+        var text = String(cString: curl_easy_strerror(result))
+        var systemError = 0
+        if CShims_curl_easy_getinfo_long(easy, CURLINFO_OS_ERRNO, &systemError) == CURLE_OK, systemError != 0 {
+            text += ": " + String(cString: strerror(Int32(systemError)))
+        }
+        return text
+    }
+
     /// The transfer ended (event thread): resume whoever waits, exactly once.
     func finish(_ result: CURLcode, error override: HTTPClientError? = nil) {
         if case .onLoop(let exchange) = mode {
             let error: HTTPClientError? =
                 override
-                ?? (tooLarge ? .responseTooLarge : result == CURLE_OK ? nil : HTTPClientError.from(result, detail: String(cString: errorBuffer)))
+                ?? (tooLarge ? .responseTooLarge : result == CURLE_OK ? nil : HTTPClientError.from(result, detail: failureDetail(result)))
             exchange.finished(error, head: RawHead(status: status, bytes: headBytes, facts: headFacts))
             return
         }
@@ -274,7 +303,7 @@ final class Transfer: @unchecked Sendable {
         } else if tooLarge {
             error = .responseTooLarge
         } else if result != CURLE_OK {
-            error = HTTPClientError.from(result, detail: String(cString: errorBuffer))
+            error = HTTPClientError.from(result, detail: failureDetail(result))
         } else {
             error = nil
         }

@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import TGAuth
 import TGHTTPServer
@@ -95,7 +96,7 @@ import Testing
     }
 
     /// The cached path sends the header lines the async path's fields would have been.
-    @Test func theLoopsHeaderLinesAreTheAsyncPathsFields() {
+    @Test func theLoopsHeaderLinesAreTheAsyncPathsFields() throws {
         let incoming: HTTPFields = [
             .accept: "application/json", .authorization: "Bearer app-token", .cookie: "session=1", .connection: "X-Hop",
             HTTPField.Name("X-Hop")!: "1", HTTPField.Name("X-TokenGate-Debug")!: "1", HTTPField.Name("X-HTTP-Method-Override")!: "DELETE",
@@ -106,22 +107,39 @@ import Testing
         let fields = ProxyHeaders.request(RequestFields(incoming), token: "upstream-token", forwarding: forwarding, extra: extra)
         let lines = ProxyHeaders.requestLines(
             RequestFields(incoming),
-            token: "upstream-token",
             clientAddress: forwarding.clientAddress,
             requestID: forwarding.requestID,
             extra: extra,
             extraLines: ProxyHeaders.lines(extra),
             forwardedLines: ProxyHeaders.forwardedLines(proto: forwarding.proto, host: forwarding.host)
         )
+        let token = UpstreamAccessToken(value: "upstream-token", expiresAt: .distantFuture, scopes: [], issuedAt: .distantPast)
+        let bearer = try #require(ProxyHeaders.bearerLines(token))
         var sent: [String] = []
         lines.forEachLine { sent.append(String(cString: $0)) }
+        sent += bearer.lines
         #expect(sent == fields.map { "\($0.name.rawName): \($0.value)" })
         #expect(
             sent == [
-                "Accept: application/json", "User-Agent: app/1.0", "X-Configured: from the configuration", "Authorization: Bearer upstream-token",
-                "X-Forwarded-For: 10.0.0.7", "X-Forwarded-Proto: https", "X-Forwarded-Host: gate.example", "X-Request-ID: r-1",
+                "Accept: application/json", "User-Agent: app/1.0", "X-Configured: from the configuration", "X-Forwarded-For: 10.0.0.7",
+                "X-Forwarded-Proto: https", "X-Forwarded-Host: gate.example", "X-Request-ID: r-1", "Authorization: Bearer upstream-token",
             ]
         )
+    }
+
+    /// Every call with one upstream token links to the same prebuilt line; a new token gets its
+    /// own; a token that cannot be a field value gets none (the call takes the async path).
+    @Test func aTokensBearerLineIsBuiltOnceAndSharedByItsCalls() throws {
+        let token = UpstreamAccessToken(value: "upstream-token", expiresAt: .distantFuture, scopes: [], issuedAt: .distantPast)
+        let copy = token
+        let first = try #require(ProxyHeaders.bearerLines(token))
+        #expect(ProxyHeaders.bearerLines(copy) === first)
+        let renewed = UpstreamAccessToken(value: "renewed-token", expiresAt: .distantFuture, scopes: [], issuedAt: .distantPast)
+        let second = try #require(ProxyHeaders.bearerLines(renewed))
+        #expect(second !== first)
+        #expect(second.lines == ["Authorization: Bearer renewed-token"])
+        let broken = UpstreamAccessToken(value: "a\r\nX-Injected: 1", expiresAt: .distantFuture, scopes: [], issuedAt: .distantPast)
+        #expect(ProxyHeaders.bearerLines(broken) == nil)
     }
 
     @Test func patternsBindParametersAndTheRestOfThePath() {

@@ -117,4 +117,28 @@ import Testing
         client.shutdown()
         await upstream.shutdown()
     }
+
+    @Test func aCompactCallThatCannotConnectSaysWhyWithoutAnErrorBuffer() async throws {
+        // Every call compact; port 1 on loopback refuses.
+        let client = testClient { $0.compactReadsAbove = 0 }
+        let failure: HTTPClientError? = try await withCheckedThrowingContinuation { continuation in
+            _ = client.loop.execute {
+                do {
+                    let request = LoopRequest(method: "GET", scheme: "http", authority: "127.0.0.1:1", path: "/", headers: HeaderLines())
+                    let exchange = try client.startOnLoop(request, headTimeout: .seconds(5), idleTimeout: .seconds(5))
+                    #expect(exchange.transfer?.readsCompact == true)
+                    #expect(exchange.transfer?.errorBuffer == nil)
+                    exchange.onHead = { result in
+                        if case .failure(let error) = result { continuation.resume(returning: error) } else { continuation.resume(returning: nil) }
+                    }
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+        #expect(failure == .connectFailed)
+        // libcurl's text for the code and the system's for the refused connect.
+        #expect(failure?.detail == "Couldn't connect to server: Connection refused")
+        client.shutdown()
+    }
 }

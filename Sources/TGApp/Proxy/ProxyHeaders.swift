@@ -1,4 +1,5 @@
 import HTTPTypes
+import TGAuth
 import TGHTTPClient
 import TGHTTPServer
 
@@ -52,11 +53,13 @@ enum ProxyHeaders {
         forEachAppField(incoming, extra: extra, relay)
         for field in extra { emit(field.name, field.value) }
         // Managed names: none is left from the app or the configuration, so they are appended.
-        bearer(token)
+        // The token comes last: the cached path links to it, built once per token
+        // (``bearerLines(_:)``), after the call's own lines.
         if let address = forwarding.clientAddress { emit(HTTPField.Name.xForwardedFor, address) }
         emit(Self.forwardedProto, forwarding.proto)
         emit(Self.forwardedHost, forwarding.host)
         emit(Application.requestIDField, forwarding.requestID)
+        bearer(token)
     }
 
     /// The app's fields that pass: all but the managed ones, those its `Connection` names,
@@ -154,27 +157,38 @@ enum ProxyHeaders {
         return lines
     }
 
-    /// ``request(_:token:forwarding:extra:)``'s fields as libcurl's header lines, in the same
-    /// order (the cached path on the loop: no `HTTPFields` per call; `extraLines` are
-    /// ``lines(_:)`` of `extra`, `forwardedLines` ``forwardedLines(proto:host:)``, copied in).
+    /// ``request(_:token:forwarding:extra:)``'s fields but the last, the token's
+    /// (``bearerLines(_:)``), as libcurl's header lines, in the same order (the cached path on the
+    /// loop: no `HTTPFields` per call; `extraLines` are ``lines(_:)`` of `extra`,
+    /// `forwardedLines` ``forwardedLines(proto:host:)``, copied in).
     static func requestLines(
         _ incoming: RequestFields,
-        token: String,
         clientAddress: String?,
         requestID: String,
         extra: HTTPFields,
         extraLines: HeaderLines,
         forwardedLines: HeaderLines
     ) -> HeaderLines {
-        // Room for the token and a typical request's lines: one buffer, never grown.
-        var lines = HeaderLines(capacity: 512 + token.utf8.count)
+        // Room for a typical request's lines: one buffer, never grown.
+        var lines = HeaderLines(capacity: 512)
         forEachAppField(incoming, extra: extra) { lines.append(name: $0, value: $1) }
         lines.append(contentsOf: extraLines)
-        lines.appendBearer(token)
         if let clientAddress { lines.append("X-Forwarded-For", value: clientAddress) }
         lines.append(contentsOf: forwardedLines)
         lines.append("X-Request-ID", value: requestID)
         return lines
+    }
+
+    /// `Authorization: Bearer <token>`, the last line of a proxied call's request, built once per
+    /// upstream token and shared by every call that sends it (``UpstreamAccessToken/memo``):
+    /// a call in flight holds a reference, not a copy of a token that can be 2 KB. Nil for a
+    /// token that cannot be a field value (the call then takes the async path, which refuses it).
+    static func bearerLines(_ token: UpstreamAccessToken) -> SharedHeaderLines? {
+        let shared = token.memo.value {
+            var lines = HeaderLines(capacity: 32 + token.value.utf8.count)
+            return lines.appendBearer(token.value) ? SharedHeaderLines(lines) : SharedHeaderLines(HeaderLines(capacity: 0))
+        }
+        return shared.isEmpty ? nil : shared
     }
 
     /// Configured extra fields, parsed once (the validator refused names that do not parse).

@@ -19,7 +19,8 @@ extension ProxyRoutes {
             guard request.bodyStream == nil, let loop = request.loop, loop.index < upstream.loopClients.count,
                 let session = try auth.cachedSessionForAPI(accessToken: try AuthRoutes.bearerToken(request)),
                 session.account.provider == upstream.settings.provider,
-                let token = auth.cachedUpstreamAccessToken(for: session, scopes: upstream.scopes)
+                let token = auth.cachedUpstreamAccessToken(for: session, scopes: upstream.scopes),
+                let bearer = ProxyHeaders.bearerLines(token)
             else {
                 forwardAsync(request, info, responder)
                 return
@@ -28,7 +29,7 @@ extension ProxyRoutes {
             let bodyMethod = method == .post || method == .put || method == .patch
             let timeout = Duration.seconds(upstream.settings.timeoutSeconds)
             let exchange = try client.startOnLoop(
-                upstreamLoopRequest(request, to: upstream, target: target, token: token.value, info: info),
+                upstreamLoopRequest(request, to: upstream, target: target, bearer: bearer, info: info),
                 body: request.body.isEmpty && !bodyMethod ? nil : request.body,
                 headTimeout: timeout,
                 idleTimeout: timeout,

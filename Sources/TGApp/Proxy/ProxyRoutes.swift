@@ -190,7 +190,7 @@ final class ProxyRoutes: Sendable {
         _ request: ServerRequest,
         to upstream: Upstream,
         target: ProxyTarget,
-        token: String,
+        bearer: SharedHeaderLines,
         info: RequestInfo
     ) -> LoopRequest {
         LoopRequest(
@@ -200,13 +200,13 @@ final class ProxyRoutes: Sendable {
             path: upstreamPath(request, to: upstream, target: target),
             headers: ProxyHeaders.requestLines(
                 request.fields,
-                token: token,
                 clientAddress: info.clientAddress,
                 requestID: info.requestID,
                 extra: upstream.extraFields,
                 extraLines: upstream.extraLines,
                 forwardedLines: forwardedLines
-            )
+            ),
+            sharedHeaders: bearer
         )
     }
 
