@@ -178,8 +178,7 @@ extension AuthService {
             default: continue
             }
         }
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        return SortedJSON.string(object) ?? "{}"
     }
 }
 

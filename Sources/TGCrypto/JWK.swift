@@ -97,8 +97,7 @@ public struct JWK: Sendable, Hashable {
 
     static func serialize(_ object: Any) -> [UInt8] {
         // Only dictionaries, arrays and strings built here reach this, which always serialize.
-        let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        return Array(data)
+        SortedJSON.data(object)!
     }
 }
 

@@ -41,7 +41,7 @@ public enum ClientAuthentication: Sendable, CustomStringConvertible {
                 "iss": clientID, "sub": clientID, "aud": endpoint,
                 "jti": SecureRandom.token(), "iat": issuedAt, "nbf": issuedAt, "exp": issuedAt + 120,
             ]
-            guard let payload = try? JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys]) else {
+            guard let payload = SortedJSON.data(claims) else {
                 throw OIDCError(.misconfigured("client assertion could not be encoded"))
             }
             let assertion: String

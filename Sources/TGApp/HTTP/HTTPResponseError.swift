@@ -1,5 +1,6 @@
 import Foundation
 public import HTTPTypes
+import TGCrypto
 public import TGHTTPServer
 
 /// An error that knows the HTTP answer it stands for. The application's single catch site
@@ -67,12 +68,10 @@ public struct Problem: HTTPResponseError, Equatable {
     }
 }
 
-/// Serialises small JSON documents with sorted keys (stable output for clients and tests).
+/// Serialises small JSON documents with sorted keys (stable output for clients and tests;
+/// ``SortedJSON``).
 public enum JSON {
     public static func encode(_ object: Any) -> String {
-        guard JSONSerialization.isValidJSONObject(object),
-            let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        else { return "{}" }
-        return String(decoding: data, as: UTF8.self)
+        SortedJSON.string(object) ?? "{}"
     }
 }
