@@ -217,20 +217,19 @@ public enum TokenGateApp {
         settings.diagnosticsSink = { message in logger.debug("libmicrohttpd", metadata: ["detail": .string(message)]) }
         // Calls to an API take its body limit, and its timeout plus a margin so that the proxy's
         // own 504 answers first; their bodies stream to the API as they arrive (ProxyUpload).
-        let upstreams = Dictionary(
-            configuration.upstreams.map { upstream in
-                (
-                    upstream.name,
-                    HTTPServer.RequestLimits(
-                        maxBodySize: upstream.maxBodyBytes,
-                        requestTimeout: .seconds(upstream.timeoutSeconds + 5),
-                        streamsBody: true,
-                        buffersBodiesUpTo: ProxyUpload.smallBody
-                    )
+        // By name's bytes, the first of a name winning (as the proxy's lookup): compared in place,
+        // without a string or a hash per request.
+        let upstreams = configuration.upstreams.map { upstream in
+            (
+                name: Array(upstream.name.utf8),
+                limits: HTTPServer.RequestLimits(
+                    maxBodySize: upstream.maxBodyBytes,
+                    requestTimeout: .seconds(upstream.timeoutSeconds + 5),
+                    streamsBody: true,
+                    buffersBodiesUpTo: ProxyUpload.smallBody
                 )
-            },
-            uniquingKeysWith: { first, _ in first }
-        )
+            )
+        }
         if !upstreams.isEmpty {
             settings.limits = { _, path in
                 // On the path's bytes in place: every request's path is checked here.
@@ -242,7 +241,8 @@ public enum TokenGateApp {
                     let end = memchr(name.baseAddress!, Int32(UInt8(ascii: "/")), name.count).map {
                         UnsafeRawPointer(name.baseAddress!).distance(to: UnsafeRawPointer($0))
                     }
-                    return upstreams[String(decoding: UnsafeBufferPointer(rebasing: name[..<(end ?? name.count)]), as: UTF8.self)]
+                    let given = UnsafeBufferPointer(rebasing: name[..<(end ?? name.count)])
+                    return upstreams.first { $0.name.elementsEqual(given) }?.limits
                 }
             }
         }

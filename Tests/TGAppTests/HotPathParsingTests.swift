@@ -142,6 +142,23 @@ import Testing
         #expect(ProxyHeaders.bearerLines(broken) == nil)
     }
 
+    /// A path prefix allows itself and what continues it after a `/`, never a longer name.
+    @Test func pathPrefixesAllowWholeSegmentsOnly() throws {
+        func allowed(_ rest: String, _ prefixes: [String]) throws -> Bool {
+            try ProxyTarget(rest: rest).isAllowed(byBare: prefixes.map(ProxyTarget.bare))
+        }
+        #expect(try allowed("me", ["/me"]))
+        #expect(try allowed("me/photo", ["/me/"]))
+        #expect(try allowed("users/1", ["/me", "/users"]))
+        #expect(try !allowed("meow", ["/me"]))
+        #expect(try !allowed("m", ["/me"]))
+        #expect(try !allowed("users", ["/me"]))
+        #expect(try allowed("anything/at/all", ["/"]))
+        #expect(try allowed("anything", [""]))
+        #expect(try allowed("me%20too", ["/me"]) == false)
+        #expect(try allowed("me/caf%C3%A9", ["/me/caf\u{E9}"]))
+    }
+
     @Test func patternsBindParametersAndTheRestOfThePath() {
         var router = Router()
         let handler = Router.Handler.sync { _, _ in ServerResponse(status: .ok) }

@@ -132,10 +132,23 @@ struct ProxyTarget: Equatable {
 
     /// Whether a configured prefix (`/me`, `/users/`) covers the path, on segment boundaries.
     func isAllowed(by prefixes: [String]) -> Bool {
-        prefixes.contains { prefix in
-            let bare = prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
-            return bare.isEmpty || decodedPath == bare || decodedPath.hasPrefix(bare + "/")
+        isAllowed(byBare: prefixes.map(Self.bare))
+    }
+
+    /// The same with each prefix already without its trailing `/` (``bare(_:)``, made once per
+    /// API): the path is the prefix or continues it after a `/`, compared in place.
+    func isAllowed(byBare prefixes: [String]) -> Bool {
+        prefixes.contains { bare in
+            if bare.isEmpty { return true }
+            let path = decodedPath.utf8
+            guard path.starts(with: bare.utf8) else { return false }
+            let next = path.index(path.startIndex, offsetBy: bare.utf8.count)
+            return next == path.endIndex || path[next] == UInt8(ascii: "/")
         }
+    }
+
+    static func bare(_ prefix: String) -> String {
+        prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
     }
 
     /// The upstream URL for this path and the caller's query.
