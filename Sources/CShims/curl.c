@@ -17,9 +17,6 @@ CURLcode CShims_curl_easy_setopt_read_function(CURL *handle, CURLoption option,
                                                curl_read_callback value) {
     return curl_easy_setopt(handle, option, value);
 }
-CURLcode CShims_curl_easy_setopt_xferinfo_function(CURL *handle, curl_xferinfo_callback value) {
-    return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
-}
 CURLcode CShims_curl_easy_setopt_closesocket_function(CURL *handle, curl_closesocket_callback value) {
     return curl_easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, value);
 }
@@ -27,9 +24,6 @@ CURLcode CShims_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value)
     return curl_easy_getinfo(handle, info, value);
 }
 CURLcode CShims_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value) {
-    return curl_easy_getinfo(handle, info, value);
-}
-CURLcode CShims_curl_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value) {
     return curl_easy_getinfo(handle, info, value);
 }
 CURLMcode CShims_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value) {

@@ -27,20 +27,9 @@ void *CShims_MHD_socket_context(struct MHD_Connection *connection) {
     return info == NULL ? NULL : info->socket_context;
 }
 
-uint16_t CShims_MHD_bound_port(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
-    return info == NULL ? 0 : info->port;
-}
-
 int CShims_MHD_epoll_fd(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
     return info == NULL ? -1 : info->epoll_fd;
-}
-
-unsigned int CShims_MHD_current_connections(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info =
-        MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-    return info == NULL ? 0 : info->num_connections;
 }
 
 void CShims_MHD_log_adapter(void *target, const char *format, va_list arguments) {

@@ -9,8 +9,6 @@
 #include <openssl/sha.h>
 #include "CShims_openssl.h"
 
-void CShims_OPENSSL_free(void *pointer) { OPENSSL_free(pointer); }
-
 void CShims_SHA256(const void *data, size_t count, unsigned char *out) {
     SHA256_CTX context;
     SHA256_Init(&context);

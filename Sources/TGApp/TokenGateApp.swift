@@ -226,7 +226,7 @@ public enum TokenGateApp {
                     maxBodySize: upstream.maxBodyBytes,
                     requestTimeout: .seconds(upstream.timeoutSeconds + 5),
                     streamsBody: true,
-                    buffersBodiesUpTo: ProxyUpload.smallBody
+                    buffersBodiesUpTo: ProxyRoutes.smallBody
                 )
             )
         }

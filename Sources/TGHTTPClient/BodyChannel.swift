@@ -70,20 +70,6 @@ final class BodyChannel: @unchecked Sendable {
         }
     }
 
-    /// Adds a chunk whatever the fill level (for data that cannot be refused).
-    func push(_ chunk: [UInt8]) {
-        lock.lock()
-        if let waiting = consumer {
-            consumer = nil
-            lock.unlock()
-            waiting.resume(returning: chunk)
-            return
-        }
-        chunks.append(chunk)
-        buffered += chunk.count
-        lock.unlock()
-    }
-
     /// The end of the stream; `error` fails the consumer instead, once buffered chunks are read.
     func finish(error: (any Error)? = nil) {
         lock.lock()

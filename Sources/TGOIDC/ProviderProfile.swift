@@ -108,11 +108,6 @@ public enum ProviderProfile: Sendable, Hashable {
         return true
     }
 
-    var isEntra: Bool {
-        if case .entra = self { return true }
-        return false
-    }
-
     var allowedTenants: Set<String> {
         if case .entra(_, _, let allowed) = self { return allowed }
         return []

@@ -128,13 +128,6 @@ extension PostgresConnection {
         try await query("SELECT pg_notify(\(channel), \(payload))")
     }
 
-    /// Takes a transaction-scoped advisory lock if it is free; true when taken. Released at COMMIT
-    /// or ROLLBACK. Use inside `withTransaction`.
-    public func tryAdvisoryTransactionLock(_ key: Int64) async throws -> Bool {
-        let rows = try await query("SELECT pg_try_advisory_xact_lock(\(key)) AS taken")
-        return try rows.first?.decode(Bool.self, "taken") ?? false
-    }
-
     /// Waits for a transaction-scoped advisory lock. Use inside `withTransaction`.
     public func advisoryTransactionLock(_ key: Int64) async throws {
         try await query("SELECT pg_advisory_xact_lock(\(key))")

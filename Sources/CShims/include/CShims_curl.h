@@ -15,13 +15,11 @@ CURLcode CShims_curl_easy_setopt_write_function(CURL *handle, CURLoption option,
                                                 curl_write_callback value);
 CURLcode CShims_curl_easy_setopt_read_function(CURL *handle, CURLoption option,
                                                curl_read_callback value);
-CURLcode CShims_curl_easy_setopt_xferinfo_function(CURL *handle, curl_xferinfo_callback value);
 CURLcode CShims_curl_easy_setopt_closesocket_function(CURL *handle, curl_closesocket_callback value);
 
 // curl_easy_getinfo is variadic: one wrapper per result type.
 CURLcode CShims_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode CShims_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
-CURLcode CShims_curl_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
 
 // curl_multi_setopt is variadic: one wrapper per argument type.
 CURLMcode CShims_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);

@@ -23,15 +23,9 @@ int CShims_MHD_connection_fd(struct MHD_Connection *connection);
 // the connection's socket context, or NULL.
 void *CShims_MHD_socket_context(struct MHD_Connection *connection);
 
-// MHD_get_daemon_info is variadic: the port actually bound (useful with port 0), or 0.
-uint16_t CShims_MHD_bound_port(struct MHD_Daemon *daemon);
-
 // MHD_get_daemon_info is variadic: the epoll set of a daemon started with MHD_USE_EPOLL (external
 // mode), for the caller's own epoll set; -1 if none.
 int CShims_MHD_epoll_fd(struct MHD_Daemon *daemon);
-
-// MHD_get_daemon_info is variadic: connections currently open.
-unsigned int CShims_MHD_current_connections(struct MHD_Daemon *daemon);
 
 // MHD_LogCallback takes a va_list, which Swift cannot receive in a @convention(c) closure. This
 // adapter formats the message and hands it to `sink` (an MHD_OPTION_EXTERNAL_LOGGER callback

@@ -4,9 +4,6 @@
 #include <stddef.h>
 #include <openssl/evp.h>
 
-// OPENSSL_free is a function-like macro.
-void CShims_OPENSSL_free(void *pointer);
-
 // SHA-256 of `count` bytes at `data` into the 32 bytes at `out`, with OpenSSL's low-level
 // functions: no allocation and no provider dispatch (63 against 185–261 ns for EVP_Digest with a
 // fetched digest, for a 48-byte token; the bearer token of every API call is hashed). Why C: they

@@ -241,8 +241,9 @@ final class ProxyRoutes: Sendable {
         head.headerFields[values: .wwwAuthenticate].contains { $0.contains("invalid_token") }
     }
 
-    /// Bodies that announce at most this many bytes are read whole before answering (one write,
-    /// no suspension of the app's connection per chunk); larger or unannounced ones stream.
+    /// Bodies that announce at most this many bytes are read whole: an API's answer before
+    /// answering (one write, no suspension of the app's connection per chunk), an app's upload
+    /// before the call (``ProxyUpload``); larger or unannounced ones stream.
     static let smallBody = 64 * 1024
 
     /// The API's answer as it is: status, end-to-end fields and the body, streamed (or, when

@@ -150,13 +150,6 @@ struct ProxyTarget: Equatable {
     static func bare(_ prefix: String) -> String {
         prefix.hasSuffix("/") ? String(prefix.dropLast()) : prefix
     }
-
-    /// The upstream URL for this path and the caller's query.
-    func url(base: String, query: Substring?) -> String {
-        let trimmed = base.hasSuffix("/") ? String(base.dropLast()) : base
-        guard let query else { return trimmed + rawPath }
-        return trimmed + rawPath + "?" + query
-    }
 }
 
 /// The proxy's path check as a pure function (for the fuzz target in `Sources/Fuzz/ProxyPath`):

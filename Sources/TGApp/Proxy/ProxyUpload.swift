@@ -6,14 +6,12 @@ import TGHTTPServer
 /// How the app's request body goes to the API.
 ///
 /// `/api/{name}` routes stream their bodies (`RequestLimits.streamsBody`): a body of unknown
-/// length or of more than ``smallBody`` bytes is passed on while it arrives, chunked when the app
-/// sent it chunked, so memory stays flat whatever its size. Such a body can be sent only once.
-/// A small body of known length is read whole first (by the server, which streams only bodies
-/// above ``smallBody``): it can be sent again, and one write is cheaper than a stream.
+/// length or of more than ``ProxyRoutes/smallBody`` bytes is passed on while it arrives, chunked
+/// when the app sent it chunked, so memory stays flat whatever its size. Such a body can be sent
+/// only once. A small body of known length is read whole first (by the server, which streams
+/// only bodies above ``ProxyRoutes/smallBody``): it can be sent again, and one write is cheaper
+/// than a stream.
 struct ProxyUpload: Sendable {
-    /// Bodies that announce at most this many bytes are read whole before the call.
-    static let smallBody = 64 * 1024
-
     var body: HTTPClientRequestBody
     /// Whether the same body can be sent a second time (the retry after a 401 `invalid_token`):
     /// true when there is none, or it was read whole; false for a streamed body, which is gone
@@ -42,7 +40,7 @@ struct ProxyUpload: Sendable {
         if !chunked, (length ?? 0) == 0 {
             return ProxyUpload(body: bodyMethod ? .bytes([]) : .none, replayable: true)
         }
-        if let length, length <= smallBody {
+        if let length, length <= ProxyRoutes.smallBody {
             do {
                 return ProxyUpload(body: .bytes(try await stream.collect(upTo: length)), replayable: true)
             } catch let error as HTTPServerError {
