@@ -32,11 +32,7 @@ trap cleanup EXIT
 
 NGINX_PORT=18380 UPSTREAM_PORT=18381 TG_PORT=18390 MOCK_PORT=18391
 
-database_url=$(bench_database "$work" 25632)
-reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { return 404; }"
-start_provider "$work" $MOCK_PORT
-bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "" \
-    "name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, max_connections: 64"
+bench_api_stack "$work" 25632
 start_tokengate "$work" $TG_PORT
 token=$(login_token $TG_PORT)
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/bench/hello")

@@ -33,15 +33,8 @@ trap 'stop_bench "$work" 25732' EXIT
 
 NGINX_PORT=18480 UPSTREAM_PORT=18481 FLOOR_PORT=18483 TG_PORT=18490 MOCK_PORT=18491
 
-database_url=$(bench_database "$work" 25732)
-reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { return 404; }"
-start_provider "$work" $MOCK_PORT
-bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "" \
-    "name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, max_connections: 64"
-"$bindir/tokengate" migrate --config "$work/tokengate.yaml" >/dev/null
-# callgrind cannot read the Swift toolchain's debug information: the symbol table is enough.
-cp "$bindir/tokengate" "$work/tokengate"
-strip --strip-debug "$work/tokengate"
+bench_api_stack "$work" 25732
+callgrind_binary "$work"
 
 # under_callgrind NAME URL COMMAND...: starts COMMAND under callgrind (output WORK/NAME.cg) once
 # URL answers; sets cg_pid.

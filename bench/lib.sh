@@ -123,6 +123,28 @@ YAML
     for upstream in "$@"; do echo "  - { $upstream }" >>"$file"; done
 }
 
+# bench_api_stack WORK PGPORT: a throwaway PostgreSQL, the nginx upstream ($UPSTREAM_PORT, nginx
+# itself on $NGINX_PORT), oidc-provider-mock ($MOCK_PORT) and WORK/tokengate.yaml serving on
+# $TG_PORT with one API, `bench`; sets database_url.
+bench_api_stack() {
+    local work=$1 pgport=$2
+    database_url=$(bench_database "$work" "$pgport")
+    reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { return 404; }"
+    start_provider "$work" $MOCK_PORT
+    bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "" \
+        "name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, max_connections: 64"
+}
+
+# callgrind_binary WORK: migrates the database of WORK/tokengate.yaml and copies the release
+# binary to WORK/tokengate without its debug information, which callgrind cannot read (the
+# symbol table is enough).
+callgrind_binary() {
+    local work=$1
+    "$bindir/tokengate" migrate --config "$work/tokengate.yaml" >/dev/null
+    cp "$bindir/tokengate" "$work/tokengate"
+    strip --strip-debug "$work/tokengate"
+}
+
 # start_tokengate WORK PORT: migrates the database of WORK/tokengate.yaml and serves it on PORT
 # (log in WORK/tg.log) once /readyz answers; sets tg_pid.
 start_tokengate() {

@@ -26,15 +26,8 @@ pids=()
 trap 'stop_bench "$work" 25832' EXIT
 NGINX_PORT=18580 UPSTREAM_PORT=18581 TG_PORT=18590 MOCK_PORT=18591
 
-database_url=$(bench_database "$work" 25832)
-reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { return 404; }"
-start_provider "$work" $MOCK_PORT
-bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "" \
-    "name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, max_connections: 64"
-"$bindir/tokengate" migrate --config "$work/tokengate.yaml" >/dev/null
-# callgrind cannot read the Swift toolchain's debug information: the symbol table is enough.
-cp "$bindir/tokengate" "$work/tokengate"
-strip --strip-debug "$work/tokengate"
+bench_api_stack "$work" 25832
+callgrind_binary "$work"
 
 valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/run.cg" \
     "$work/tokengate" serve --config "$work/tokengate.yaml" >"$work/tokengate.log" 2>&1 &

@@ -130,13 +130,9 @@ struct ProxyTarget: Equatable {
         (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x66)
     }
 
-    /// Whether a configured prefix (`/me`, `/users/`) covers the path, on segment boundaries.
-    func isAllowed(by prefixes: [String]) -> Bool {
-        isAllowed(byBare: prefixes.map(Self.bare))
-    }
-
-    /// The same with each prefix already without its trailing `/` (``bare(_:)``, made once per
-    /// API): the path is the prefix or continues it after a `/`, compared in place.
+    /// Whether a configured prefix (`/me`, `/users/`) covers the path, on segment boundaries:
+    /// the path is the prefix or continues it after a `/`, compared in place. Each prefix is
+    /// given without its trailing `/` (``bare(_:)``, made once per API).
     func isAllowed(byBare prefixes: [String]) -> Bool {
         prefixes.contains { bare in
             if bare.isEmpty { return true }
