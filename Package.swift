@@ -56,11 +56,15 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        .target(
-            name: "CShims",
-            dependencies: ["CMicroHTTPD", "CCurl", "COpenSSL"],
-            cSettings: [.define("CURL_STRICTER")]
-        ),
+        // One shim per C library, so each wrapper links only its own library.
+        .target(name: "CMicroHTTPDShims", dependencies: ["CMicroHTTPD"]),
+        .target(name: "CCurlShims", dependencies: ["CCurl"], cSettings: [.define("CURL_STRICTER")]),
+        .target(name: "COpenSSLShims", dependencies: ["COpenSSL"]),
+
+        // Small value types every layer shares, with no dependency: form and query encoding,
+        // UTF-8 byte access, JSON values with sorted-key output, the wall clock, Duration
+        // conversions, the loopback check, single-flight.
+        .target(name: "TGBase", swiftSettings: strictSettings),
 
         // Layer 2: Swift wrappers that know C but not OAuth.
         // The event loops (epoll, eventfd inbox, timers) that the HTTP server and client share.
@@ -73,7 +77,7 @@ let package = Package(
         .target(
             name: "TGHTTPServer",
             dependencies: [
-                "CMicroHTTPD", "CShims", "CEpoll", "TGEventLoop",
+                "CMicroHTTPD", "CMicroHTTPDShims", "CEpoll", "TGEventLoop", "TGBase",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strictSettings
@@ -81,7 +85,7 @@ let package = Package(
         .target(
             name: "TGHTTPClient",
             dependencies: [
-                "CCurl", "CShims", "CEpoll", "TGEventLoop",
+                "CCurl", "CCurlShims", "CEpoll", "TGEventLoop", "TGBase",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             cSettings: [.define("CURL_STRICTER")],
@@ -89,12 +93,12 @@ let package = Package(
         ),
         .target(
             name: "TGPostgres",
-            dependencies: ["CLibPQ"],
+            dependencies: ["CLibPQ", "TGBase"],
             swiftSettings: strictSettings
         ),
         .target(
             name: "TGCrypto",
-            dependencies: ["COpenSSL", "CShims"],
+            dependencies: ["COpenSSL", "COpenSSLShims", "TGBase"],
             swiftSettings: strictSettings
         ),
 
@@ -102,8 +106,7 @@ let package = Package(
         .target(
             name: "TGOIDC",
             dependencies: [
-                // TGHTTPServer only for its form encoding (shared with the server's decoding).
-                "TGHTTPClient", "TGHTTPServer", "TGCrypto",
+                "TGHTTPClient", "TGCrypto", "TGBase",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strictSettings
@@ -112,8 +115,7 @@ let package = Package(
         .target(
             name: "TGAuth",
             dependencies: [
-                // TGHTTPServer only for its form encoding (the app's redirect query).
-                "TGOIDC", "TGPostgres", "TGCrypto", "TGHTTPServer",
+                "TGOIDC", "TGPostgres", "TGCrypto", "TGBase",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -124,7 +126,7 @@ let package = Package(
         .target(
             name: "TGApp",
             dependencies: [
-                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto", "TGOIDC", "TGAuth", "TGEventLoop",
+                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto", "TGOIDC", "TGAuth", "TGEventLoop", "TGBase",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
@@ -183,13 +185,13 @@ let package = Package(
         .target(name: "TGFuzzing", dependencies: ["CLibFuzzer"], path: "Sources/Fuzz/Support", swiftSettings: strictSettings),
         .executableTarget(
             name: "tokengate-fuzz-form",
-            dependencies: ["TGFuzzing", "TGHTTPServer"],
+            dependencies: ["TGFuzzing", "TGBase"],
             path: "Sources/Fuzz/Form",
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "tokengate-fuzz-jws",
-            dependencies: ["TGFuzzing", "TGCrypto", "TGOIDC"],
+            dependencies: ["TGFuzzing", "TGCrypto", "TGOIDC", "TGBase"],
             path: "Sources/Fuzz/JWS",
             swiftSettings: strictSettings
         ),
@@ -210,12 +212,17 @@ let package = Package(
         .target(
             name: "TGTesting",
             dependencies: [
-                "TGPostgres", "TGHTTPClient", "TGHTTPServer", "TGCrypto",
+                "TGPostgres", "TGHTTPClient", "TGHTTPServer", "TGCrypto", "TGBase",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strictSettings
         ),
 
+        .testTarget(
+            name: "TGBaseTests",
+            dependencies: ["TGBase"],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "TGEventLoopTests",
             dependencies: ["TGEventLoop"],
@@ -244,7 +251,7 @@ let package = Package(
         .testTarget(
             name: "TGOIDCTests",
             dependencies: [
-                "TGOIDC", "TGCrypto", "TGHTTPClient", "TGHTTPServer", "TGTesting",
+                "TGOIDC", "TGCrypto", "TGHTTPClient", "TGHTTPServer", "TGTesting", "TGBase",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strictSettings
@@ -257,7 +264,7 @@ let package = Package(
         .testTarget(
             name: "TGAppTests",
             dependencies: [
-                "TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGTesting",
+                "TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGTesting", "TGBase",
                 .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strictSettings

@@ -1,5 +1,6 @@
 public import Logging
 public import TGAuth
+public import TGBase
 public import TGHTTPClient
 public import TGHTTPServer
 public import TGOIDC
@@ -21,7 +22,7 @@ extension TokenGateApp {
         database: PostgresClient,
         providers: [OpenIDProvider],
         logger: Logger,
-        clock: AuthClock = .system
+        clock: WallClock = .system
     ) throws -> Assembly {
         let metrics = TokenGateMetrics()
         let auth = try makeAuthService(configuration, database: database, providers: providers, logger: logger, clock: clock, metrics: metrics.auth)

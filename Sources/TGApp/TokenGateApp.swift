@@ -1,6 +1,7 @@
 import Foundation
 public import Logging
 public import TGAuth
+public import TGBase
 import TGCrypto
 public import TGEventLoop
 public import TGHTTPClient
@@ -39,7 +40,7 @@ public enum TokenGateApp {
         }
         settings.allowPlainHTTPToLoopbackForTesting = urls.contains { url in
             guard let components = URLComponents(string: url), components.scheme?.lowercased() == "http" else { return false }
-            return ConfigurationValidator.isLoopback(components.host ?? "")
+            return Loopback.isLoopback(host: components.host ?? "")
         }
         return settings
     }
@@ -51,7 +52,7 @@ public enum TokenGateApp {
         database: PostgresClient,
         providers: [OpenIDProvider],
         logger: Logger,
-        clock: AuthClock = .system,
+        clock: WallClock = .system,
         metrics: AuthMetrics = AuthMetrics()
     ) throws -> AuthService {
         let encryption = configuration.encryption
@@ -162,7 +163,7 @@ public enum TokenGateApp {
         settings.caFile = upstream.caFile
         settings.followRedirects = false
         if let url = URLComponents(string: upstream.baseURL), url.scheme?.lowercased() == "http" {
-            settings.allowPlainHTTPToLoopbackForTesting = ConfigurationValidator.isLoopback(url.host ?? "")
+            settings.allowPlainHTTPToLoopbackForTesting = Loopback.isLoopback(host: url.host ?? "")
         }
         return HTTPClient(configuration: settings, loop: loop)
     }

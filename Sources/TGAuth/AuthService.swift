@@ -1,4 +1,5 @@
 public import Logging
+public import TGBase
 public import TGOIDC
 public import TGPostgres
 
@@ -11,7 +12,7 @@ public final class AuthService: Sendable {
     public let providers: [String: OpenIDProvider]
     public let clients: [String: AppClient]
     public let settings: AuthSettings
-    public let clock: AuthClock
+    public let clock: WallClock
     public let logger: Logger
     /// TokenGate's own issuer identifier (its public base URL), sent as `iss` to the app.
     public let issuer: String
@@ -19,7 +20,7 @@ public final class AuthService: Sendable {
     public let resources: [String: UpstreamResource]
     /// Sessions and upstream tokens this instance holds in memory.
     public let cache: CredentialCache
-    let refreshes = SingleFlight<UpstreamAccessToken>()
+    let refreshes = SingleFlight<String, UpstreamAccessToken>()
     /// Grants' refresh locks, shared with every instance through PostgreSQL.
     let grantLocks: PostgresAdvisoryLocks
     /// Grants this instance knows to be in their refresh backoff window.
@@ -36,7 +37,7 @@ public final class AuthService: Sendable {
         issuer: String,
         resources: [UpstreamResource] = [],
         cache: CredentialCache = CredentialCache(),
-        clock: AuthClock = .system,
+        clock: WallClock = .system,
         metrics: AuthMetrics = AuthMetrics(),
         logger: Logger
     ) {

@@ -1,4 +1,5 @@
 public import Foundation
+import TGBase
 
 /// Lifetimes and limits of TokenGate's own credentials.
 public struct AuthSettings: Sendable {
@@ -35,13 +36,4 @@ public struct AuthSettings: Sendable {
     public var grantLockWait: TimeInterval = 30
 
     public init() {}
-}
-
-/// Where TokenGate reads the time: the system clock, or a test's.
-public struct AuthClock: Sendable {
-    public var now: @Sendable () -> Date
-
-    public init(now: @escaping @Sendable () -> Date) { self.now = now }
-
-    public static let system = AuthClock { Date() }
 }

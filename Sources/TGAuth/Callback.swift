@@ -1,7 +1,7 @@
 import Foundation
 import Logging
+import TGBase
 import TGCrypto
-import TGHTTPServer
 import TGOIDC
 import TGPostgres
 

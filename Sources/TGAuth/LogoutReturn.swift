@@ -1,6 +1,6 @@
 import Foundation
+import TGBase
 import TGCrypto
-import TGHTTPServer
 import TGPostgres
 
 /// Where an app asked to be sent back after the provider's logout page.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TGBase
 import TGOIDC
 import TGPostgres
 

@@ -1,5 +1,6 @@
 public import Foundation
 import Logging
+import TGBase
 import TGOIDC
 import TGPostgres
 

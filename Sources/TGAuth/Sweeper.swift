@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TGBase
 import TGPostgres
 
 /// What one sweep removed.

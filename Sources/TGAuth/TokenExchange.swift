@@ -1,4 +1,5 @@
 import Foundation
+import TGBase
 import TGOIDC
 
 /// An app's `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` request (RFC 8693 §2.1):

@@ -1,5 +1,5 @@
 internal import COpenSSL
-internal import CShims
+internal import COpenSSLShims
 
 /// One-shot message digests and HMAC.
 public enum Digest {

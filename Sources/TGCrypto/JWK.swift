@@ -1,4 +1,5 @@
 internal import Foundation
+import TGBase
 
 /// A JSON Web Key (RFC 7517) as data: the members TGCrypto reads and writes, all strings.
 ///

@@ -1,5 +1,5 @@
 internal import COpenSSL
-internal import CShims
+internal import COpenSSLShims
 
 /// An RSA, EC or Ed25519 public key that verifies JWS signatures.
 ///

@@ -1,8 +1,9 @@
 import CCurl
-import CShims
+import CCurlShims
 import Foundation
 import HTTPTypes
 import Synchronization
+import TGBase
 
 /// A request body.
 public enum HTTPClientRequestBody: Sendable {
@@ -112,7 +113,7 @@ extension HTTPClient {
         check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_READDATA, userdata))
         let plainGet = method == "GET" && timeout == nil && body.isNone
         if !(plainGet && last.plainGet) {
-            long(CURLOPT_TIMEOUT_MS, timeout.map(Self.milliseconds) ?? 0)
+            long(CURLOPT_TIMEOUT_MS, timeout.map { max(1, Int($0.wholeMilliseconds)) } ?? 0)
             // GET, no body, no custom method: what the options below change.
             long(CURLOPT_HTTPGET, 1)
             check(CShims_curl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, nil))
@@ -196,7 +197,7 @@ extension HTTPClient {
         if let caFile = configuration.caFile { string(CURLOPT_CAINFO, caFile) }
         long(CURLOPT_FOLLOWLOCATION, configuration.followRedirects ? 1 : 0)
         long(CURLOPT_MAXREDIRS, 5)
-        long(CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
+        long(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(configuration.connectTimeout.wholeMilliseconds)))
         check(CShims_curl_easy_setopt_write_function(easy, CURLOPT_HEADERFUNCTION, headerCallback))
         check(CShims_curl_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION, writeCallback))
         check(CShims_curl_easy_setopt_read_function(easy, CURLOPT_READFUNCTION, readCallback))
@@ -238,7 +239,7 @@ extension HTTPClient {
             guard configuration.allowPlainHTTPToLoopbackForTesting else { throw HTTPClientError.insecureURLRefused }
             // The last loopback authority allowed, remembered: a proxy's calls all go to one.
             if lastLoopbackAuthority.withLock({ $0 != authority }) {
-                guard Self.isLoopback(host: Self.host(of: authority)) else { throw HTTPClientError.insecureURLRefused }
+                guard Loopback.isLoopback(host: Self.host(of: authority)) else { throw HTTPClientError.insecureURLRefused }
                 lastLoopbackAuthority.withLock { $0 = authority }
             }
             secure = false
@@ -297,13 +298,4 @@ extension HTTPClient {
         return String(authority[..<(authority.firstIndex(of: ":") ?? authority.endIndex)])
     }
 
-    static func isLoopback(host: String) -> Bool {
-        if host.lowercased() == "localhost" || host == "::1" { return true }
-        var address = in_addr()
-        return inet_pton(AF_INET, host, &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
-    }
-
-    static func milliseconds(_ duration: Duration) -> Int {
-        max(1, Int(duration.components.seconds) * 1000 + Int(duration.components.attoseconds / 1_000_000_000_000_000))
-    }
 }

@@ -1,5 +1,5 @@
 import CCurl
-import CShims
+import CCurlShims
 import Foundation
 public import HTTPTypes
 import Synchronization

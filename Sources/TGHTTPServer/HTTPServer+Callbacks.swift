@@ -1,5 +1,5 @@
 import CMicroHTTPD
-import CShims
+import CMicroHTTPDShims
 import HTTPTypes
 import Synchronization
 import TGEventLoop

@@ -1,6 +1,6 @@
 import CEpoll
 import CMicroHTTPD
-import CShims
+import CMicroHTTPDShims
 import Synchronization
 import TGEventLoop
 

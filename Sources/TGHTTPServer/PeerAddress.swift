@@ -1,4 +1,4 @@
-import CShims
+import CMicroHTTPDShims
 
 #if canImport(Glibc)
 import Glibc

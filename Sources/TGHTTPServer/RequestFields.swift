@@ -2,6 +2,7 @@ public import HTTPTypes
 
 #if canImport(Glibc)
 import Glibc
+import TGBase
 #endif
 
 /// A request's header fields as bytes, in the order received: what the server keeps of a head

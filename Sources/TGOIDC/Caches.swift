@@ -1,37 +1,6 @@
-public import Foundation
+import Foundation
+import TGBase
 import TGCrypto
-
-/// Wall-clock time, injectable so expiry and rate limits are tested without sleeping.
-public struct OIDCClock: Sendable {
-    public var now: @Sendable () -> Date
-
-    public init(now: @escaping @Sendable () -> Date) {
-        self.now = now
-    }
-
-    public static let system = OIDCClock { Date() }
-}
-
-/// One fetch at a time per key: callers that miss while a fetch runs wait for its result.
-/// Used from inside an actor (which serialises the calls).
-struct SingleFlight<Key: Hashable, Value: Sendable> {
-    private var running: [Key: Task<Value, any Error>] = [:]
-
-    mutating func task(for key: Key, start: @escaping @Sendable () async throws(OIDCError) -> Value) -> Task<Value, any Error> {
-        if let task = running[key] { return task }
-        let task = Task { try await start() }
-        running[key] = task
-        return task
-    }
-
-    /// Whether a fetch for `key` is under way.
-    func isRunning(_ key: Key) -> Bool { running[key] != nil }
-
-    /// Forgets `task` once it finished (not a newer one started for the same key meanwhile).
-    mutating func finished(_ task: Task<Value, any Error>, for key: Key) {
-        if running[key] == task { running[key] = nil }
-    }
-}
 
 /// The error a fetch task ended with, as an ``OIDCError``.
 func oidcError(_ error: any Error) -> OIDCError {
@@ -49,7 +18,9 @@ actor MetadataCache {
     }
 
     private var entries: [String: Entry] = [:]
-    private var fetches = SingleFlight<String, ProviderMetadata>()
+    /// Fetches under way. A fetch records its outcome in the cache before it ends, so a caller
+    /// that arrives after it never misses both the fetch and its result.
+    private let fetches = SingleFlight<String, ProviderMetadata>()
 
     /// How long a failed refresh of cached metadata is not retried.
     static let retryPause: TimeInterval = 60
@@ -61,19 +32,31 @@ actor MetadataCache {
         fetch: @escaping @Sendable () async throws(OIDCError) -> ProviderMetadata
     ) async throws(OIDCError) -> ProviderMetadata {
         if let entry = entries[url], now < entry.expires { return entry.metadata }
-        let task = fetches.task(for: url, start: fetch)
         do {
-            let metadata = try await task.value
-            fetches.finished(task, for: url)
-            entries[url] = Entry(metadata: metadata, expires: now.addingTimeInterval(lifetime.seconds))
-            return metadata
+            return try await fetches.run(url) { [self] in
+                do {
+                    let metadata = try await fetch()
+                    await store(url, Entry(metadata: metadata, expires: now.addingTimeInterval(lifetime.timeInterval)))
+                    return metadata
+                } catch {
+                    guard let stale = await keepServing(url, until: now.addingTimeInterval(min(Self.retryPause, lifetime.timeInterval)))
+                    else { throw error }
+                    return stale
+                }
+            }
         } catch {
-            fetches.finished(task, for: url)
-            guard var stale = entries[url] else { throw oidcError(error) }
-            stale.expires = now.addingTimeInterval(min(Self.retryPause, lifetime.seconds))
-            entries[url] = stale
-            return stale.metadata
+            throw oidcError(error)
         }
+    }
+
+    private func store(_ url: String, _ entry: Entry) { entries[url] = entry }
+
+    /// After a failed refresh: the previous metadata, served until `until`; nil when there is none.
+    private func keepServing(_ url: String, until: Date) -> ProviderMetadata? {
+        guard var stale = entries[url] else { return nil }
+        stale.expires = until
+        entries[url] = stale
+        return stale.metadata
     }
 }
 
@@ -93,7 +76,9 @@ actor JWKSCache {
     private var lastAttempt: Date?
     /// When `keys` were fetched.
     private var fetchedAt: Date?
-    private var fetches = SingleFlight<Int, [Key]>()
+    /// The fetch under way (one key). It records the keys before it ends, so a caller that
+    /// arrives after it never misses both the fetch and its result.
+    private let fetches = SingleFlight<Int, [Key]>()
 
     /// The keys that may have signed a token with `keyID` (every signing key when it names none).
     func candidates(
@@ -104,38 +89,35 @@ actor JWKSCache {
         fetch: @escaping @Sendable () async throws(OIDCError) -> JWKSet
     ) async throws(OIDCError) -> [PublicKey] {
         let known = Self.match(keys, keyID)
-        let fresh = fetchedAt.map { now.timeIntervalSince($0) < maxAge.seconds } ?? false
+        let fresh = fetchedAt.map { now.timeIntervalSince($0) < maxAge.timeInterval } ?? false
         if !known.isEmpty, fresh { return known }
         if !fetches.isRunning(0) {
-            if let lastAttempt, now.timeIntervalSince(lastAttempt) < refetchInterval.seconds { return known }
+            if let lastAttempt, now.timeIntervalSince(lastAttempt) < refetchInterval.timeInterval { return known }
             lastAttempt = now
         }
-        let task = fetches.task(for: 0) { () throws(OIDCError) in
-            try await fetch().keys.filter { $0.use == nil || $0.use == "sig" }.compactMap { jwk in
-                (try? PublicKey(jwk: jwk)).map { Key(jwk: jwk, publicKey: $0) }
-            }
-        }
         do {
-            keys = try await task.value
-            fetches.finished(task, for: 0)
-            fetchedAt = now
-            return Self.match(keys, keyID)
+            let fetched = try await fetches.run(0) { [self] in
+                let keys = try await fetch().keys.filter { $0.use == nil || $0.use == "sig" }.compactMap { jwk in
+                    (try? PublicKey(jwk: jwk)).map { Key(jwk: jwk, publicKey: $0) }
+                }
+                await store(keys, fetchedAt: now)
+                return keys
+            }
+            return Self.match(fetched, keyID)
         } catch {
-            fetches.finished(task, for: 0)
             // A scheduled refetch that failed keeps serving the keys it has.
             if !known.isEmpty { return known }
             throw oidcError(error)
         }
     }
 
+    private func store(_ fetched: [Key], fetchedAt time: Date) {
+        keys = fetched
+        fetchedAt = time
+    }
+
     private static func match(_ keys: [Key], _ keyID: String?) -> [PublicKey] {
         guard let keyID else { return keys.map(\.publicKey) }
         return keys.filter { $0.jwk.keyID == keyID }.map(\.publicKey)
-    }
-}
-
-extension Duration {
-    var seconds: TimeInterval {
-        TimeInterval(components.seconds) + TimeInterval(components.attoseconds) / 1e18
     }
 }

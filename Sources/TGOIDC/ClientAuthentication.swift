@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
+import TGBase
 public import TGCrypto
-import TGHTTPServer
 
 /// How TokenGate proves to the token endpoint that it is the client (RFC 6749 §2.3, OIDC Core §9).
 public enum ClientAuthentication: Sendable, CustomStringConvertible {

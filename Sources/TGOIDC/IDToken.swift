@@ -1,4 +1,5 @@
 public import Foundation
+public import TGBase
 import TGCrypto
 
 /// The claims of a validated ID token.
@@ -67,7 +68,7 @@ enum IDTokenValidator {
         } else if audiences.count > 1 {
             throw problem(.authorizedParty)
         }
-        let skew = expected.clockSkew.seconds
+        let skew = expected.clockSkew.timeInterval
         let now = expected.now.timeIntervalSince1970
         guard TimeInterval(exp) + skew > now else { throw problem(.expired) }
         guard TimeInterval(iat) - skew <= now else { throw problem(.issuedInFuture) }

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
+public import TGBase
 import TGHTTPClient
-import TGHTTPServer
 
 /// The provider's responses are small; anything larger is refused rather than buffered.
 private let maxResponseSize = 256 * 1024

@@ -1,7 +1,7 @@
 import Foundation
+public import TGBase
 import TGCrypto
 public import TGHTTPClient
-import TGHTTPServer
 
 /// TokenGate as the confidential client of one identity provider: authorization requests,
 /// code redemption with ID-token validation, refresh, revocation, logout URLs and UserInfo.
@@ -9,7 +9,7 @@ import TGHTTPServer
 public final class OpenIDProvider: Sendable {
     public let configuration: ProviderConfiguration
     let http: HTTPClient
-    let clock: OIDCClock
+    let clock: WallClock
     let metadataCache = MetadataCache()
     let keyCaches = KeyCaches()
 
@@ -27,7 +27,7 @@ public final class OpenIDProvider: Sendable {
         public var idToken: IDToken?
     }
 
-    public init(configuration: ProviderConfiguration, httpClient: HTTPClient, clock: OIDCClock = .system) {
+    public init(configuration: ProviderConfiguration, httpClient: HTTPClient, clock: WallClock = .system) {
         self.configuration = configuration
         self.http = httpClient
         self.clock = clock

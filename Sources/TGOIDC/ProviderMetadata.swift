@@ -1,3 +1,5 @@
+import TGBase
+
 /// What TokenGate needs to know about a provider's endpoints: from its discovery document
 /// (OpenID Connect Discovery 1.0 §3) or written out for a plain OAuth 2.0 provider.
 public struct ProviderMetadata: Sendable, Hashable {

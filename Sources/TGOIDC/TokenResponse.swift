@@ -1,4 +1,5 @@
 public import Foundation
+import TGBase
 
 /// A successful token response (RFC 6749 §5.1), parsed strictly.
 public struct TokenResponse: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import Foundation
+import TGBase
 
 /// A bounded pool of PostgreSQL connections, lent only inside ``withConnection(_:)`` and
 /// ``withTransaction(isolation:_:)``.
@@ -163,7 +164,7 @@ public final class PostgresClient: @unchecked Sendable {
     private func connect() async throws -> PostgresConnection {
         var settings = ["TimeZone=UTC", "DateStyle=ISO,MDY", "client_min_messages=warning"]
         if let timeout = configuration.statementTimeout {
-            settings.append("statement_timeout=\(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)")
+            settings.append("statement_timeout=\(timeout.wholeMilliseconds)")
         }
         do {
             return try await PostgresConnection.connect(

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGBase
 public import TGHTTPClient
 import TGHTTPServer
 

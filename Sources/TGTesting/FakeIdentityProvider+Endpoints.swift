@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGBase
 import TGCrypto
 import TGHTTPServer
 
@@ -195,12 +196,5 @@ struct FakeEndpoints: Sendable {
         }
         let separator = base.contains("?") ? (base.hasSuffix("?") || base.hasSuffix("&") ? "" : "&") : "?"
         return base + separator + FormURLEncoding.encode(parameters) + fragment
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, as Foundation counts time.
-    var timeInterval: TimeInterval {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGBase
 import TGCrypto
 import TGHTTPServer
 

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import TGApp
 import TGAuth
+import TGBase
 import TGHTTPClient
 import TGHTTPServer
 import TGOIDC
@@ -19,7 +20,7 @@ final class ManualClock: @unchecked Sendable {
 
     func advance(by seconds: TimeInterval) { lock.withLock { current = current.addingTimeInterval(seconds) } }
 
-    var authClock: AuthClock { AuthClock { [self] in now } }
+    var authClock: WallClock { WallClock { [self] in now } }
 }
 
 /// TokenGate serving the auth flow over real sockets, against a fake identity provider and a

@@ -1,5 +1,6 @@
 import Foundation
 import TGApp
+import TGBase
 import TGHTTPServer
 import TGPostgres
 import TGTesting

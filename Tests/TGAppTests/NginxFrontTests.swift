@@ -6,6 +6,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import TGBase
 #endif
 
 /// `deploy/nginx/tokengate.conf`, run for real in front of TokenGate: TLS at nginx, the login flow

@@ -1,4 +1,5 @@
 import Foundation
+import TGBase
 import TGTesting
 import Testing
 

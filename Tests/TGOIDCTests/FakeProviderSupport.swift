@@ -1,4 +1,5 @@
 import Foundation
+import TGBase
 import TGCrypto
 import TGHTTPClient
 import TGTesting
@@ -37,7 +38,7 @@ struct FakeProviderFixture {
             redirectURI: redirectURI
         )
         configure(&configuration)
-        let clock = OIDCClock { fake.now }
+        let clock = WallClock { fake.now }
         return FakeProviderFixture(fake: fake, provider: OpenIDProvider(configuration: configuration, httpClient: http, clock: clock), http: http)
     }
 

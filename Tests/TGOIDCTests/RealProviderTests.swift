@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGBase
 import TGHTTPClient
 import TGTesting
 import Testing

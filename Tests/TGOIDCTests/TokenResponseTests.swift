@@ -1,4 +1,5 @@
 import Foundation
+import TGBase
 import Testing
 
 @testable import TGOIDC

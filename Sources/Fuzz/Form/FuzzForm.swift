@@ -1,5 +1,5 @@
+import TGBase
 import TGFuzzing
-import TGHTTPServer
 
 /// `application/x-www-form-urlencoded` decoding (token endpoint and callback bodies, every query
 /// string): never crashes, and what it decodes encodes and decodes back to the same pairs.

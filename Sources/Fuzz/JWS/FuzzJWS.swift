@@ -1,3 +1,4 @@
+import TGBase
 import TGCrypto
 import TGFuzzing
 import TGOIDC

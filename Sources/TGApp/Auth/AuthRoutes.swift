@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import TGAuth
+import TGBase
 import TGHTTPServer
 
 /// The app-facing auth endpoints (`/auth/*`) over ``AuthService``.

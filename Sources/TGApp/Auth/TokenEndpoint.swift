@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Logging
 import TGAuth
+import TGBase
 import TGHTTPServer
 import TGPostgres
 

@@ -5,6 +5,7 @@ import TGCrypto
 
 #if canImport(Glibc)
 import Glibc
+import TGBase
 #endif
 
 /// Checks a decoded configuration and lists every problem with its key path.
@@ -210,7 +211,7 @@ struct ConfigurationValidator {
         }
         if url.fragment != nil || url.user != nil || url.password != nil { problem(key, "must have no fragment or user info") }
         if scheme == "https" { return }
-        if scheme == "http", Self.isLoopback(host) { return }
+        if scheme == "http", Loopback.isLoopback(host: host) { return }
         problem(key, "must be an https URL (http is allowed for loopback hosts only)")
     }
 
@@ -223,20 +224,13 @@ struct ConfigurationValidator {
         case "https":
             return (url.host ?? "").isEmpty ? "must name a host" : nil
         case "http":
-            return Self.isLoopback(url.host ?? "") ? nil : "http is allowed for loopback hosts only (RFC 8252 §7.3)"
+            return Loopback.isLoopback(host: url.host ?? "") ? nil : "http is allowed for loopback hosts only (RFC 8252 §7.3)"
         case "javascript", "data", "file", "vbscript", "about", "blob":
             return "scheme \(scheme) is not allowed"
         default:
             // Private-use URI scheme (RFC 8252 §7.1), e.g. com.example.app:/oauth2redirect.
             return scheme.contains(".") ? nil : "a custom scheme must be a reverse domain name (com.example.app)"
         }
-    }
-
-    static func isLoopback(_ host: String) -> Bool {
-        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        if bare == "localhost" || bare == "::1" { return true }
-        var address = in_addr()
-        return inet_pton(AF_INET, bare, &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
     }
 
     static func isIPAddress(_ text: String) -> Bool {

@@ -1,5 +1,6 @@
 import Foundation
 public import HTTPTypes
+import TGBase
 import TGCrypto
 public import TGHTTPServer
 

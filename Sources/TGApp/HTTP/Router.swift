@@ -4,6 +4,7 @@ public import TGHTTPServer
 
 #if canImport(Glibc)
 import Glibc
+import TGBase
 #endif
 
 /// What a route handler is given besides the request.

@@ -1,4 +1,5 @@
 import Foundation
+import TGBase
 import TGHTTPServer
 
 /// Where a call to `/api/{name}/{path}` goes: `{base_url}/{path}?{query}`, and nowhere else. The

@@ -1,3 +1,7 @@
+// CMicroHTTPDShims: the few libmicrohttpd entry points Swift cannot import directly (variadic functions,
+// function-like or cast macros). Each function exists for exactly one such reason, stated beside
+// it, and carries the `CShims_` prefix so a call site says it goes through a shim. Logic stays
+// in Swift. One shim target per C library, so each wrapper links only its own library.
 #ifndef CSHIMS_MHD_H
 #define CSHIMS_MHD_H
 

@@ -1,3 +1,7 @@
+// COpenSSLShims: the few OpenSSL's libcrypto entry points Swift cannot import directly (variadic functions,
+// function-like or cast macros). Each function exists for exactly one such reason, stated beside
+// it, and carries the `CShims_` prefix so a call site says it goes through a shim. Logic stays
+// in Swift. One shim target per C library, so each wrapper links only its own library.
 #ifndef CSHIMS_OPENSSL_H
 #define CSHIMS_OPENSSL_H
 

@@ -7,7 +7,7 @@
 #include <openssl/obj_mac.h>
 #include <openssl/param_build.h>
 #include <openssl/sha.h>
-#include "CShims_openssl.h"
+#include "COpenSSLShims.h"
 
 void CShims_SHA256(const void *data, size_t count, unsigned char *out) {
     SHA256_CTX context;

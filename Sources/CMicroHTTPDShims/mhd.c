@@ -1,5 +1,5 @@
 #include <stdio.h>
-#include "CShims_mhd.h"
+#include "CMicroHTTPDShims.h"
 
 struct MHD_Daemon *CShims_MHD_start_daemon(unsigned int flags, uint16_t port,
                                            MHD_AcceptPolicyCallback apc, void *apc_cls,

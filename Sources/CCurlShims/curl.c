@@ -1,4 +1,4 @@
-#include "CShims_curl.h"
+#include "CCurlShims.h"
 
 CURLcode CShims_curl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);

@@ -1,7 +1,6 @@
 import Foundation
+import TGBase
 import Testing
-
-@testable import TGCrypto
 
 /// JSON with sorted keys written in Swift, without `JSONSerialization`'s ICU collation.
 @Suite struct SortedJSONTests {

@@ -1,4 +1,4 @@
-import TGHTTPServer
+import TGBase
 import Testing
 
 @Suite struct FormURLEncodingTests {

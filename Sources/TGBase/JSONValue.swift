@@ -2,7 +2,7 @@ import Foundation
 
 /// A JSON value that can cross concurrency domains: claims, provider metadata members, error
 /// bodies. Parsed strictly: the text must be a single JSON value in UTF-8.
-public enum JSONValue: Sendable, Hashable {
+public enum JSONValue: Sendable, Hashable, Encodable {
     case string(String)
     case number(Double)
     case bool(Bool)
@@ -18,13 +18,22 @@ public enum JSONValue: Sendable, Hashable {
         self.init(foundation: any)
     }
 
-    init?(foundation any: Any) {
+    /// `any` as `JSONSerialization` gives it, or as Swift code writes it (dictionaries with string
+    /// keys, arrays, strings, booleans, integers, doubles, `NSNull`); nil for anything else.
+    public init?(foundation any: Any) {
+        // Exact types first: a Swift `Bool` or `Int` in an `Any` is not an `NSNumber`.
         switch any {
         case let text as String:
             self = .string(text)
+        case let flag as Bool where type(of: any) == Bool.self:
+            self = .bool(flag)
+        case let number as Int where type(of: any) == Int.self:
+            self = .number(Double(number))
+        case let number as Double where type(of: any) == Double.self:
+            self = .number(number)
         case let number as NSNumber:
             // JSONSerialization gives booleans as NSNumber too; tell them apart by their type.
-            if String(cString: number.objCType) == "c" {
+            if ["c", "B"].contains(String(cString: number.objCType)) {
                 self = .bool(number.boolValue)
             } else {
                 self = .number(number.doubleValue)
@@ -101,5 +110,23 @@ public enum JSONValue: Sendable, Hashable {
 
     public subscript(member: String) -> JSONValue? {
         objectValue?[member]
+    }
+
+    /// Whole numbers within ±2^53 are written without a fraction (`42`, not `42.0`).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .string(let text): try container.encode(text)
+        case .bool(let flag): try container.encode(flag)
+        case .number(let number):
+            if number.rounded() == number, abs(number) <= 9_007_199_254_740_992 {
+                try container.encode(Int64(number))
+            } else {
+                try container.encode(number)
+            }
+        case .null: try container.encodeNil()
+        case .array(let values): try container.encode(values)
+        case .object(let members): try container.encode(members)
+        }
     }
 }

@@ -1,0 +1,78 @@
+import Foundation
+import Synchronization
+import TGBase
+import Testing
+
+@Suite struct LoopbackTests {
+    @Test func onlyNamesAndAddressesOfThisMachineAreLoopback() {
+        for host in ["localhost", "LocalHost", "127.0.0.1", "127.200.1.9", "::1", "[::1]"] {
+            #expect(Loopback.isLoopback(host: host), "\(host)")
+        }
+        for host in ["", "128.0.0.1", "10.0.0.1", "localhost.example.com", "::2", "[127.0.0.1", "127.0.0.1.nip.io"] {
+            #expect(!Loopback.isLoopback(host: host), "\(host)")
+        }
+    }
+}
+
+@Suite struct DurationConversionTests {
+    @Test func convertsToSecondsAndWholeUnits() {
+        #expect(Duration.milliseconds(1500).timeInterval == 1.5)
+        #expect(Duration.milliseconds(1500).wholeMilliseconds == 1500)
+        #expect(Duration.microseconds(2999).wholeMilliseconds == 2)
+        #expect(Duration.milliseconds(2999).wholeSeconds == 2)
+    }
+}
+
+@Suite struct SingleFlightTests {
+    @Test func callersOfAKeyInFlightShareOneRunAndTheKeyIsFreeAfterwards() async throws {
+        let flights = SingleFlight<String, Int>()
+        let runs = Atomic<Int>(0)
+        let joins = Atomic<Int>(0)
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let work: @Sendable () async throws -> Int = {
+            runs.add(1, ordering: .relaxed)
+            for await _ in gate { break }
+            return 7
+        }
+        async let first = flights.run("k", work: work)
+        while !flights.isRunning("k") { await Task.yield() }
+        async let second = flights.run("k", joined: { joins.add(1, ordering: .relaxed) }, work: work)
+        while joins.load(ordering: .relaxed) == 0 { await Task.yield() }
+        open.yield()
+        #expect(try await [first, second] == [7, 7])
+        #expect(runs.load(ordering: .relaxed) == 1)
+        while flights.isRunning("k") { await Task.yield() }
+        #expect(try await flights.run("k") { 8 } == 8)
+    }
+
+    @Test func aCallerThatGivesUpDoesNotCancelTheWorkOthersWaitFor() async throws {
+        let flights = SingleFlight<Int, String>()
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let waiting = Task {
+            try await flights.run(1) {
+                for await _ in gate { break }
+                // The flight is no caller's child: a caller's cancellation does not reach it.
+                try Task.checkCancellation()
+                return "done"
+            }
+        }
+        while !flights.isRunning(1) { await Task.yield() }
+        waiting.cancel()
+        let joined = Task { try await flights.run(1) { "second" } }
+        open.yield()
+        #expect(try await joined.value == "done")
+    }
+}
+
+@Suite struct JSONValueTests {
+    @Test func wholeNumbersAreWrittenWithoutAFractionAndOthersKeepIt() throws {
+        let value = try #require(JSONValue(parsing: Array(#"{"a":1,"b":1.5,"c":[true,null,"x"],"d":1e300}"#.utf8)))
+        #expect(SortedJSON.data(value).map { String(decoding: $0, as: UTF8.self) } == #"{"a":1,"b":1.5,"c":[true,null,"x"],"d":1e+300}"#)
+    }
+
+    @Test func swiftValuesKeepTheirKind() {
+        #expect(JSONValue(foundation: true) == .bool(true))
+        #expect(JSONValue(foundation: 3) == .number(3))
+        #expect(JSONValue(foundation: Date()) == nil)
+    }
+}
