@@ -26,8 +26,12 @@ build: deps
 release: deps
 	swift build -c release --static-swift-stdlib
 
+# Formatting, the API description, and the module graph: no module imports what
+# docs/architecture.md's graph forbids (scripts/check-imports.py, with its self-test).
 lint: deps
 	swift format lint --strict --recursive --parallel Package.swift Sources Tests
+	scripts/check-imports.py --self-test
+	scripts/check-imports.py
 	python3 -m openapi_spec_validator openapi.yaml
 
 # Tests run against a real PostgreSQL cluster that lives only for this run. They run one at a time

@@ -174,7 +174,7 @@ let package = Package(
         // Load-test target for bench/ (not shipped): the server wrapper with fixed handlers.
         .executableTarget(
             name: "tokengate-bench-server",
-            dependencies: ["TGHTTPServer", "TGHTTPClient"],
+            dependencies: ["TGHTTPServer", "TGHTTPClient", .product(name: "HTTPTypes", package: "swift-http-types")],
             swiftSettings: strictSettings
         ),
 

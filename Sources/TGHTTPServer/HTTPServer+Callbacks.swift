@@ -194,7 +194,7 @@ extension HTTPServer {
             guard count > 0 else { return queue(Self.bodyTooLarge, on: connection, daemon: context.daemon) }
             uploadSize.pointee = 0
             // Reading a little past the limit buys a clean 413; a client that keeps sending is cut off.
-            guard dropped + count <= 2 * context.maxBodySize + 65536 else { return MHD_Result.NO }
+            guard dropped + count <= Self.discardLimit(context) else { return MHD_Result.NO }
             context.stage = .discarding(dropped: dropped + count)
             return MHD_Result.YES
         case .dispatched:

@@ -1,4 +1,4 @@
--- TokenGate initial schema (DESIGN.md §3).
+-- TokenGate initial schema (docs/architecture.md, "Storage").
 -- Secrets at rest are AES-256-GCM blobs (bytea) that name their key id; TokenGate's own tokens and
 -- codes are stored only as SHA-256 hashes (bytea, 32 bytes). Times are timestamptz (UTC).
 

@@ -10,7 +10,7 @@ ALTER TABLE handoff_codes ADD COLUMN redeemed_at timestamptz;
 ALTER TABLE handoff_codes ADD COLUMN session_id uuid;
 
 -- The last token answer of a session, sealed (AES-256-GCM, names its key id), kept only for the
--- replay grace window so that a retry after a lost response gets the same answer (DESIGN.md §1).
+-- replay grace window so that a retry after a lost response gets the same answer (docs/architecture.md, "Refresh rotation").
 ALTER TABLE sessions ADD COLUMN replay_response bytea;
 ALTER TABLE sessions ADD COLUMN last_used_at timestamptz NOT NULL DEFAULT now();
 CREATE INDEX sessions_device ON sessions (device_id);
