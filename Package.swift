@@ -102,6 +102,16 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // Persistence: one store per aggregate, with its SQL (the domain never sees SQL).
+        .target(
+            name: "TGStore",
+            dependencies: ["TGPostgres", "TGBase"],
+            // Migrations/ links to db/migrations: the SQL is compiled into the binary, so a binary
+            // always knows exactly which schema versions it understands.
+            resources: [.embedInCode("Migrations")],
+            swiftSettings: strictSettings
+        ),
+
         // Layer 3: domain that knows OAuth but not C.
         .target(
             name: "TGOIDC",
@@ -115,7 +125,7 @@ let package = Package(
         .target(
             name: "TGAuth",
             dependencies: [
-                "TGOIDC", "TGPostgres", "TGCrypto", "TGBase",
+                "TGOIDC", "TGStore", "TGPostgres", "TGCrypto", "TGBase",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -126,23 +136,21 @@ let package = Package(
         .target(
             name: "TGApp",
             dependencies: [
-                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGCrypto", "TGOIDC", "TGAuth", "TGEventLoop", "TGBase",
+                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGStore", "TGCrypto", "TGOIDC", "TGAuth", "TGEventLoop", "TGBase",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            // Migrations/ links to db/migrations: the SQL is compiled into the binary, so a binary
-            // always knows exactly which schema versions it understands.
             // openapi.yaml links to the repository's API description, served at /openapi.yaml.
-            resources: [.embedInCode("Migrations"), .embedInCode("openapi.yaml")],
+            resources: [.embedInCode("openapi.yaml")],
             swiftSettings: strictSettings
         ),
         .executableTarget(
             name: "tokengate",
             dependencies: [
-                "TGApp", "TGAuth", "TGPostgres", "TGHTTPClient",
+                "TGApp", "TGAuth", "TGPostgres", "TGStore", "TGHTTPClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -244,6 +252,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "TGStoreTests",
+            dependencies: ["TGStore", "TGPostgres", "TGTesting"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "TGCryptoTests",
             dependencies: ["TGCrypto"],
             swiftSettings: strictSettings
@@ -264,7 +277,7 @@ let package = Package(
         .testTarget(
             name: "TGAppTests",
             dependencies: [
-                "TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGTesting", "TGBase",
+                "TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGStore", "TGTesting", "TGBase",
                 .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strictSettings

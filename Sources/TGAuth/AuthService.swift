@@ -2,12 +2,15 @@ public import Logging
 public import TGBase
 public import TGOIDC
 public import TGPostgres
+import TGStore
 
 /// The mobile auth flow over PostgreSQL: logins, handoff codes, devices, sessions, accounts and
 /// their upstream grants. One per process, shared by all requests; every method is safe to call
 /// from any number of requests and instances at once (the database arbitrates).
 public final class AuthService: Sendable {
     public let database: PostgresClient
+    /// Persistence, one store per aggregate (`TGStore`).
+    let store: Store
     public let vault: TokenVault
     public let providers: [String: OpenIDProvider]
     public let clients: [String: AppClient]
@@ -42,6 +45,7 @@ public final class AuthService: Sendable {
         logger: Logger
     ) {
         self.database = database
+        self.store = Store(database: database)
         self.grantLocks = PostgresAdvisoryLocks(configuration: database.configuration)
         self.vault = vault
         self.providers = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })

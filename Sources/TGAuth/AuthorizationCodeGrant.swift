@@ -4,6 +4,7 @@ import TGBase
 import TGCrypto
 import TGOIDC
 import TGPostgres
+import TGStore
 
 /// The app's `grant_type=authorization_code` request (RFC 6749 §4.1.3, RFC 7636 §4.5).
 public struct HandoffRedemption: Sendable {
@@ -37,7 +38,7 @@ extension AuthService {
         guard Syntax.isCodeVerifier(request.codeVerifier) else {
             throw OAuthError(.invalidRequest, "code_verifier must be 43 to 128 unreserved characters (RFC 7636).")
         }
-        var deviceHash: PostgresBytes?
+        var deviceHash: TokenHash?
         if let secret = request.deviceSecret {
             guard let hash = OpaqueToken.hashIfWellFormed(secret) else {
                 throw OAuthError(.invalidGrant, "device_secret is not valid for this app.")
@@ -45,8 +46,8 @@ extension AuthService {
             deviceHash = hash
         }
         let now = clock.now()
-        let outcome = try await database.withTransaction { connection in
-            try await redeem(request, codeHash: codeHash, deviceHash: deviceHash, now: now, on: connection)
+        let outcome = try await store.transaction { transaction in
+            try await redeem(request, codeHash: codeHash, deviceHash: deviceHash, now: now, in: transaction)
         }
         return try await finish(outcome)
     }
@@ -72,11 +73,12 @@ extension AuthService {
 
     private func redeem(
         _ request: HandoffRedemption,
-        codeHash: PostgresBytes,
-        deviceHash: PostgresBytes?,
+        codeHash: TokenHash,
+        deviceHash: TokenHash?,
         now: Date,
-        on connection: PostgresConnection
+        in transaction: StoreTransaction
     ) async throws -> RedemptionOutcome {
+        let connection = transaction.connection
         let unknown = OAuthError(.invalidGrant, "The code is unknown, expired or already used. Log in again.")
         let rows = try await connection.query(
             """
@@ -88,8 +90,7 @@ extension AuthService {
         if try row.decode(Date?.self, "redeemed_at") != nil {
             var orphans: [UUID] = []
             if let session = try row.decode(UUID?.self, "session_id") {
-                let ended = try await connection.query("DELETE FROM sessions WHERE id = \(session) RETURNING account_id")
-                orphans = try ended.rows.map { try $0.decode(UUID.self, "account_id") }
+                orphans = try await transaction.sessions.end(.session(session))
             }
             logger.warning("handoff code presented twice: its session was ended", metadata: ["client_id": .string(request.clientID)])
             return .refused(unknown, orphans: orphans)
@@ -149,25 +150,22 @@ extension AuthService {
             device = try created.first!.decode(UUID.self, "id")
             newDeviceSecret = secret
         }
-        let orphans = try await clearStaleSessions(device: device, now: now, on: connection)
+        let orphans = try await transaction.sessions.endStale(onDevice: device, now: now)
         let access = OpaqueToken.mint()
         let refresh = OpaqueToken.mint()
-        let sessions = try await connection.query(
-            """
-            INSERT INTO sessions (device_id, account_id, client_id, access_token_hash, access_expires_at, refresh_token_hash,
-              expires_at, absolute_expires_at, created_at, last_used_at)
-            VALUES (\(device), \(accountID), \(request.clientID), \(access.hash), \(now.addingTimeInterval(settings.accessTokenTTL)),
-              \(refresh.hash), \(now.addingTimeInterval(settings.sessionIdleTTL)),
-              \(now.addingTimeInterval(settings.sessionAbsoluteTTL)), \(now), \(now))
-            ON CONFLICT (device_id, account_id) DO UPDATE SET client_id = EXCLUDED.client_id, family_id = gen_random_uuid(),
-              access_token_hash = EXCLUDED.access_token_hash, access_expires_at = EXCLUDED.access_expires_at,
-              refresh_token_hash = EXCLUDED.refresh_token_hash, previous_refresh_token_hash = NULL, rotated_at = NULL,
-              replay_response = NULL, expires_at = EXCLUDED.expires_at, absolute_expires_at = EXCLUDED.absolute_expires_at,
-              created_at = EXCLUDED.created_at, last_used_at = EXCLUDED.last_used_at
-            RETURNING id
-            """
+        let session = try await transaction.sessions.start(
+            SessionStore.Start(
+                device: device,
+                account: accountID,
+                clientID: request.clientID,
+                accessTokenHash: access.hash,
+                accessExpiresAt: now.addingTimeInterval(settings.accessTokenTTL),
+                refreshTokenHash: refresh.hash,
+                expiresAt: now.addingTimeInterval(settings.sessionIdleTTL),
+                absoluteExpiresAt: now.addingTimeInterval(settings.sessionAbsoluteTTL),
+                now: now
+            )
         )
-        let session = try sessions.first!.decode(UUID.self, "id")
         try await connection.query(
             "UPDATE handoff_codes SET redeemed_at = \(now), session_id = \(session) WHERE code_hash = \(codeHash)"
         )
@@ -180,19 +178,5 @@ extension AuthService {
             deviceSecret: newDeviceSecret?.value
         )
         return .issued(tokens, orphans: orphans.filter { $0 != accountID })
-    }
-
-    /// Ends the device's sessions that expired or whose account went stale; returns the accounts
-    /// they belonged to (to be removed if no other session holds them).
-    func clearStaleSessions(device: UUID, now: Date, on connection: PostgresConnection) async throws -> [UUID] {
-        let rows = try await connection.query(
-            """
-            DELETE FROM sessions s USING accounts a
-            WHERE s.device_id = \(device) AND a.id = s.account_id
-              AND (s.expires_at <= \(now) OR s.absolute_expires_at <= \(now) OR a.state = 'stale')
-            RETURNING s.account_id
-            """
-        )
-        return try rows.rows.map { try $0.decode(UUID.self, "account_id") }
     }
 }

@@ -4,6 +4,7 @@ import TGBase
 import TGCrypto
 import TGOIDC
 import TGPostgres
+import TGStore
 
 extension AuthService {
     /// Finishes a login at the callback: consumes the pending login (once), redeems the code,

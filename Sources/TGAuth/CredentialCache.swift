@@ -1,6 +1,7 @@
 public import Foundation
 import Synchronization
 import TGPostgres
+import TGStore
 
 /// An upstream access token and when it expires.
 public struct UpstreamAccessToken: Sendable, Equatable {
@@ -59,9 +60,9 @@ public final class CredentialCache: Sendable {
     }
 
     struct Entries {
-        var sessions: [PostgresBytes: (context: SessionContext, validUntil: Date)] = [:]
+        var sessions: [TokenHash: (context: SessionContext, validUntil: Date)] = [:]
         var tokens: [TokenKey: UpstreamAccessToken] = [:]
-        var keysByAccount: [UUID: (sessions: Set<PostgresBytes>, scopeKeys: Set<String>)] = [:]
+        var keysByAccount: [UUID: (sessions: Set<TokenHash>, scopeKeys: Set<String>)] = [:]
         /// Bumped by every invalidation.
         var epoch: UInt64 = 0
         /// The epoch at which an account was last invalidated, and when (pruned after a minute).
@@ -86,7 +87,7 @@ public final class CredentialCache: Sendable {
     public func ticket() -> Ticket { Ticket(epoch: state.withLock { $0.epoch }) }
 
     /// The cached session of a bearer token's hash, if still valid at `now`.
-    func session(_ hash: PostgresBytes, now: Date) -> SessionContext? {
+    func session(_ hash: TokenHash, now: Date) -> SessionContext? {
         state.withLock { entries in
             guard let entry = entries.sessions[hash] else { return nil }
             guard entry.validUntil > now else {
@@ -97,7 +98,7 @@ public final class CredentialCache: Sendable {
         }
     }
 
-    func store(session context: SessionContext, hash: PostgresBytes, validUntil: Date, ticket: Ticket) {
+    func store(session context: SessionContext, hash: TokenHash, validUntil: Date, ticket: Ticket) {
         state.withLock { entries in
             guard Self.isFresh(ticket, account: context.account.id, in: entries) else { return }
             if entries.sessions.count >= capacity, let victim = entries.sessions.keys.first {

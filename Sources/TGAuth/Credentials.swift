@@ -1,6 +1,7 @@
 import Foundation
 public import TGCrypto
 public import TGPostgres
+public import TGStore
 
 /// TokenGate's own opaque credentials (access and refresh tokens, handoff codes, device secrets):
 /// 256 random bits, base64url, stored only as their SHA-256.
@@ -11,17 +12,17 @@ public struct OpaqueToken: Sendable {
     public static func mint() -> OpaqueToken { OpaqueToken(value: SecureRandom.token(byteCount: 32)) }
 
     /// The stored form of `value`.
-    public var hash: PostgresBytes { Self.hash(value) }
+    public var hash: TokenHash { Self.hash(value) }
 
     /// The stored form of a presented token, or nil for one that cannot be TokenGate's (empty,
     /// too long or not base64url), so that garbage never reaches a query.
-    public static func hashIfWellFormed(_ presented: String) -> PostgresBytes? {
+    public static func hashIfWellFormed(_ presented: String) -> TokenHash? {
         hashIfWellFormed(presented[...])
     }
 
     /// The same for a token still in its header. Not generic: the bytes are lent, checked and
     /// hashed without a protocol dispatch (every proxied call's token comes here).
-    public static func hashIfWellFormed(_ presented: Substring) -> PostgresBytes? {
+    public static func hashIfWellFormed(_ presented: Substring) -> TokenHash? {
         // On the bytes in place: every proxied call's token is checked here.
         let wellFormed = presented.utf8.withContiguousStorageIfAvailable(isWellFormed) ?? Array(presented.utf8).withUnsafeBufferPointer(isWellFormed)
         return wellFormed ? hash(presented) : nil
@@ -36,9 +37,9 @@ public struct OpaqueToken: Sendable {
         return true
     }
 
-    static func hash(_ value: String) -> PostgresBytes { hash(value[...]) }
+    static func hash(_ value: String) -> TokenHash { hash(value[...]) }
 
-    static func hash(_ value: Substring) -> PostgresBytes { PostgresBytes(Digest.sha256(utf8: value)) }
+    static func hash(_ value: Substring) -> TokenHash { TokenHash(Digest.sha256(utf8: value)) }
 }
 
 /// Secrets at rest: AES-256-GCM blobs that name their key (``KeyRing``), each bound to the row it
@@ -67,7 +68,7 @@ public struct TokenVault: Sendable {
     enum Context {
         static func grant(_ account: UUID) -> String { "grant:\(account.uuidString.lowercased())" }
         static func idToken(_ account: UUID) -> String { "id_token:\(account.uuidString.lowercased())" }
-        static func pendingLogin(_ stateHash: PostgresBytes) -> String {
+        static func pendingLogin(_ stateHash: TokenHash) -> String {
             "pending:" + Base64URL.encode(stateHash.bytes)
         }
         static func replay(_ session: UUID) -> String { "replay:\(session.uuidString.lowercased())" }

@@ -1,5 +1,6 @@
 public import Foundation
 import TGPostgres
+import TGStore
 
 /// What the token endpoint answers (RFC 6749 §5.1 plus TokenGate's `account` and `device_secret`).
 public struct IssuedTokens: Sendable, Codable, Equatable {
@@ -111,6 +112,20 @@ public struct AccountSummary: Sendable, Codable, Equatable {
     }
 
     /// From a row with the account's columns (`id`, `provider`, `issuer`, `subject`, `tenant`, `claims`).
+    init(stored: StoredAccount) {
+        let claims = (try? JSONSerialization.jsonObject(with: Data(stored.claims.utf8))) as? [String: Any]
+        storage = Storage(
+            id: stored.id,
+            provider: stored.provider,
+            issuer: stored.issuer,
+            subject: stored.subject,
+            tenant: stored.tenant,
+            name: claims?["name"] as? String,
+            email: claims?["email"] as? String,
+            preferredUsername: claims?["preferred_username"] as? String
+        )
+    }
+
     init(row: PostgresRow, idColumn: String = "id") throws {
         let claims = (try? JSONSerialization.jsonObject(with: Data((try row.decode(String.self, "claims")).utf8))) as? [String: Any]
         storage = Storage(

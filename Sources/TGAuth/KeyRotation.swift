@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import TGPostgres
+import TGStore
 
 /// What one key rotation re-encrypted.
 public struct KeyRotationReport: Sendable, Equatable, CustomStringConvertible {
@@ -64,7 +65,7 @@ extension AuthService {
             WHERE key_id <> \(current) LIMIT \(limit) FOR UPDATE SKIP LOCKED
             """
         ) { row in
-            let stateHash = try row.decode(PostgresBytes.self, "state_hash")
+            let stateHash = try row.decode(TokenHash.self, "state_hash")
             let verifier = try row.decode(PostgresBytes.self, "code_verifier")
             let context = TokenVault.Context.pendingLogin(stateHash)
             return """

@@ -4,6 +4,7 @@ import TGBase
 import TGCrypto
 import TGOIDC
 import TGPostgres
+import TGStore
 
 extension AuthService {
     /// Checks the app's request and stores a pending login; returns the provider's authorization

@@ -2,6 +2,7 @@ public import Foundation
 import Logging
 import TGOIDC
 import TGPostgres
+import TGStore
 
 /// Which sessions a logout ends.
 public enum LogoutScope: Sendable, Equatable {
@@ -59,14 +60,12 @@ extension AuthService {
         } else {
             endSession = nil
         }
-        let ended: PostgresRows
+        let selection: SessionSelection
         switch (scope, everywhere) {
         case (.device, false):
-            ended = try await database.query("DELETE FROM sessions WHERE device_id = \(context.deviceID) RETURNING account_id")
+            selection = .device(context.deviceID)
         case (.account(let account), false):
-            ended = try await database.query(
-                "DELETE FROM sessions WHERE device_id = \(context.deviceID) AND account_id = \(account) RETURNING account_id"
-            )
+            selection = .account(account, device: context.deviceID)
         case (.device, true), (.account, true):
             // Only the signed-in account's own sessions, on every device: on a phone two people
             // share, one of them logging out everywhere leaves the other signed in.
@@ -76,20 +75,17 @@ extension AuthService {
                     "everywhere=true ends only the signed-in account's sessions; send it with that account's access token."
                 )
             }
-            ended = try await database.query("DELETE FROM sessions WHERE account_id = \(context.account.id) RETURNING account_id")
+            selection = .everywhere(account: context.account.id)
         }
-        let accounts = try ended.rows.map { try $0.decode(UUID.self, "account_id") }
+        let accounts = try await store.sessions.end(selection)
         let (removed, revocations) = await removeAccountsWithoutSessions(accounts)
-        return LogoutResult(sessionsEnded: ended.count, accountsRemoved: removed, endSessionURL: endSession, revocations: revocations)
+        return LogoutResult(sessionsEnded: accounts.count, accountsRemoved: removed, endSessionURL: endSession, revocations: revocations)
     }
 
     /// Removes one account from the caller's device (`DELETE /auth/accounts/{id}`); an account
     /// that is not on this device is not found, whoever's it is.
     public func removeAccount(_ account: UUID, context: SessionContext) async throws {
-        let ended = try await database.query(
-            "DELETE FROM sessions WHERE device_id = \(context.deviceID) AND account_id = \(account) RETURNING account_id"
-        )
-        guard !ended.isEmpty else {
+        guard try await !store.sessions.end(.account(account, device: context.deviceID)).isEmpty else {
             throw AuthProblem(.accountNotFound, "No account with this id is signed in on this device.")
         }
         await removeAccountsWithoutSessions([account])

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import TGBase
 import TGPostgres
+import TGStore
 
 extension AuthService {
     /// Rotates a TokenGate refresh token (RFC 6749 §6, OAuth 2.0 Security BCP §4.14.2): a new
@@ -21,7 +22,7 @@ extension AuthService {
     static let deadRefreshToken = OAuthError(.invalidGrant, "The refresh token is not valid any more. Log in again.")
 
     private func rotate(
-        _ hash: PostgresBytes,
+        _ hash: TokenHash,
         clientID: String,
         now: Date,
         on connection: PostgresConnection

@@ -3,6 +3,7 @@ import Logging
 import TGBase
 import TGOIDC
 import TGPostgres
+import TGStore
 
 /// A request's TokenGate session, found from its bearer access token.
 public struct SessionContext: Sendable, Equatable {
@@ -37,45 +38,26 @@ extension AuthService {
         return try await session(hash: hash, requireValid: requireValid)
     }
 
-    func session(hash: PostgresBytes, requireValid: Bool) async throws -> SessionContext? {
+    func session(hash: TokenHash, requireValid: Bool) async throws -> SessionContext? {
         let now = clock.now()
-        let rows = try await database.query(
-            """
-            SELECT s.id AS session_id, s.device_id, s.client_id, s.access_expires_at, s.expires_at, a.state,
-              a.id, a.provider, a.issuer, a.subject, a.tenant, a.claims::text AS claims
-            FROM sessions s JOIN accounts a ON a.id = s.account_id
-            WHERE s.access_token_hash = \(hash)
-            """
-        )
-        guard let row = rows.first else { return nil }
+        guard let stored = try await store.sessions.find(accessTokenHash: hash) else { return nil }
         if requireValid {
-            guard try row.decode(Date.self, "access_expires_at") > now, try row.decode(Date.self, "expires_at") > now,
-                try row.decode(String.self, "state") == "active"
-            else { return nil }
+            guard stored.accessExpiresAt > now, stored.expiresAt > now, stored.account.state == "active" else { return nil }
         }
         return SessionContext(
-            sessionID: try row.decode(UUID.self, "session_id"),
-            deviceID: try row.decode(UUID.self, "device_id"),
-            clientID: try row.decode(String.self, "client_id"),
-            account: try AccountSummary(row: row),
-            expiresAt: try row.decode(Date.self, "expires_at"),
-            accessTokenExpiresAt: try row.decode(Date.self, "access_expires_at")
+            sessionID: stored.id,
+            deviceID: stored.deviceID,
+            clientID: stored.clientID,
+            account: AccountSummary(stored: stored.account),
+            expiresAt: stored.expiresAt,
+            accessTokenExpiresAt: stored.accessExpiresAt
         )
     }
 
     /// The accounts signed in on the caller's device, the current one marked.
     public func deviceAccounts(_ context: SessionContext) async throws -> [DeviceAccount] {
-        let now = clock.now()
-        let rows = try await database.query(
-            """
-            SELECT a.id, a.provider, a.issuer, a.subject, a.tenant, a.claims::text AS claims
-            FROM sessions s JOIN accounts a ON a.id = s.account_id
-            WHERE s.device_id = \(context.deviceID) AND s.expires_at > \(now) AND a.state = 'active'
-            ORDER BY s.created_at, a.id
-            """
-        )
-        return try rows.rows.map { row in
-            let account = try AccountSummary(row: row)
+        try await store.sessions.accounts(onDevice: context.deviceID, now: clock.now()).map { stored in
+            let account = AccountSummary(stored: stored)
             return DeviceAccount(account: account, isCurrent: account.id == context.account.id)
         }
     }

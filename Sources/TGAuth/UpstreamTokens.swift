@@ -3,6 +3,7 @@ import Logging
 import TGBase
 import TGOIDC
 import TGPostgres
+import TGStore
 
 /// An API behind TokenGate: the provider whose tokens it takes and the scopes they need.
 public struct UpstreamResource: Sendable, Equatable {

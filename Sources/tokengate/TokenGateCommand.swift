@@ -5,6 +5,7 @@ import TGApp
 import TGAuth
 import TGHTTPClient
 import TGPostgres
+import TGStore
 
 /// `tokengate`: the command line. Exit codes: 0 success, 1 runtime failure (database unreachable,
 /// migration failed), 2 invalid configuration or usage.

@@ -7,6 +7,7 @@ import TGHTTPClient
 import TGHTTPServer
 import TGOIDC
 import TGPostgres
+import TGStore
 import TGTesting
 import Testing
 

@@ -1,6 +1,6 @@
 import Foundation
-import TGApp
 import TGPostgres
+import TGStore
 import TGTesting
 import Testing
 

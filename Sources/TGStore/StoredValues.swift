@@ -1,0 +1,59 @@
+public import Foundation
+public import TGPostgres
+
+/// The stored form of one of TokenGate's own opaque credentials (access and refresh tokens,
+/// handoff codes, device secrets, login states): its SHA-256, never the credential itself.
+public struct TokenHash: Sendable, Hashable {
+    public let bytes: [UInt8]
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+}
+
+/// A secret at rest: an AES-256-GCM blob that names its key (sealed and opened by the domain's
+/// vault; the store only keeps it).
+public struct SealedBlob: Sendable, Equatable {
+    public let bytes: [UInt8]
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+}
+
+extension TokenHash: PostgresEncodable, PostgresDecodable {
+    public var postgresText: String { PostgresBytes(bytes).postgresText }
+    public static var postgresTypeOID: UInt32 { PostgresBytes.postgresTypeOID }
+    public init?(postgresText: String) {
+        guard let bytes = PostgresBytes(postgresText: postgresText) else { return nil }
+        self.init(bytes.bytes)
+    }
+}
+
+extension SealedBlob: PostgresEncodable, PostgresDecodable {
+    public var postgresText: String { PostgresBytes(bytes).postgresText }
+    public static var postgresTypeOID: UInt32 { PostgresBytes.postgresTypeOID }
+    public init?(postgresText: String) {
+        guard let bytes = PostgresBytes(postgresText: postgresText) else { return nil }
+        self.init(bytes.bytes)
+    }
+}
+
+/// An account as stored: who it is at which provider, its state and the claims an app may show.
+public struct StoredAccount: Sendable, Equatable {
+    public var id: UUID
+    public var provider: String
+    public var issuer: String
+    public var subject: String
+    public var tenant: String?
+    /// The display claims, a JSON object as text.
+    public var claims: String
+    /// `active`, or `stale` (its grant is dead).
+    public var state: String
+
+    init(row: PostgresRow, idColumn: String = "id") throws {
+        id = try row.decode(UUID.self, idColumn)
+        provider = try row.decode(String.self, "provider")
+        issuer = try row.decode(String.self, "issuer")
+        subject = try row.decode(String.self, "subject")
+        tenant = try row.decode(String?.self, "tenant")
+        claims = try row.decode(String.self, "claims")
+        state = (try? row.decode(String.self, "state")) ?? "active"
+    }
+}
