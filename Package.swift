@@ -125,7 +125,7 @@ let package = Package(
         .target(
             name: "TGAuth",
             dependencies: [
-                "TGOIDC", "TGStore", "TGPostgres", "TGCrypto", "TGBase",
+                "TGOIDC", "TGStore", "TGCrypto", "TGBase",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],

@@ -8,6 +8,7 @@ public import TGHTTPClient
 public import TGHTTPServer
 public import TGOIDC
 public import TGPostgres
+import TGStore
 
 /// Builds TokenGate from its configuration: what `tokengate serve` runs and what tests start.
 public enum TokenGateApp {
@@ -75,7 +76,7 @@ public enum TokenGateApp {
         settings.refreshReplayGrace = TimeInterval(sessions.refreshReplayGraceSeconds)
         settings.deviceIdleTTL = TimeInterval(sessions.deviceIdleTTLSeconds)
         return AuthService(
-            database: database,
+            store: Store(database: database),
             vault: TokenVault(keyRing: ring),
             providers: providers,
             clients: configuration.clients.map {

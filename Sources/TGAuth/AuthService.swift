@@ -1,16 +1,14 @@
 public import Logging
 public import TGBase
 public import TGOIDC
-public import TGPostgres
-import TGStore
+public import TGStore
 
 /// The mobile auth flow over PostgreSQL: logins, handoff codes, devices, sessions, accounts and
 /// their upstream grants. One per process, shared by all requests; every method is safe to call
 /// from any number of requests and instances at once (the database arbitrates).
 public final class AuthService: Sendable {
-    public let database: PostgresClient
-    /// Persistence, one store per aggregate (`TGStore`).
-    let store: Store
+    /// Persistence, one store per aggregate (`TGStore`): the domain never sees SQL.
+    public let store: Store
     public let vault: TokenVault
     public let providers: [String: OpenIDProvider]
     public let clients: [String: AppClient]
@@ -24,15 +22,13 @@ public final class AuthService: Sendable {
     /// Sessions and upstream tokens this instance holds in memory.
     public let cache: CredentialCache
     let refreshes = SingleFlight<String, UpstreamAccessToken>()
-    /// Grants' refresh locks, shared with every instance through PostgreSQL.
-    let grantLocks: PostgresAdvisoryLocks
     /// Grants this instance knows to be in their refresh backoff window.
     let refreshBackoff = RefreshBackoff()
     /// Refresh outcomes, single-flight waits, sweeps.
     public let metrics: AuthMetrics
 
     public init(
-        database: PostgresClient,
+        store: Store,
         vault: TokenVault,
         providers: [OpenIDProvider],
         clients: [AppClient],
@@ -44,9 +40,7 @@ public final class AuthService: Sendable {
         metrics: AuthMetrics = AuthMetrics(),
         logger: Logger
     ) {
-        self.database = database
-        self.store = Store(database: database)
-        self.grantLocks = PostgresAdvisoryLocks(configuration: database.configuration)
+        self.store = store
         self.vault = vault
         self.providers = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.clients = Dictionary(clients.map { ($0.clientID, $0) }, uniquingKeysWith: { first, _ in first })

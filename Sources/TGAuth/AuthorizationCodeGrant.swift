@@ -3,7 +3,6 @@ import Logging
 import TGBase
 import TGCrypto
 import TGOIDC
-import TGPostgres
 import TGStore
 
 /// The app's `grant_type=authorization_code` request (RFC 6749 §4.1.3, RFC 7636 §4.5).
@@ -78,76 +77,53 @@ extension AuthService {
         now: Date,
         in transaction: StoreTransaction
     ) async throws -> RedemptionOutcome {
-        let connection = transaction.connection
         let unknown = OAuthError(.invalidGrant, "The code is unknown, expired or already used. Log in again.")
-        let rows = try await connection.query(
-            """
-            SELECT account_id, client_id, redirect_uri, code_challenge, expires_at, redeemed_at, session_id
-            FROM handoff_codes WHERE code_hash = \(codeHash) FOR UPDATE
-            """
-        )
-        guard let row = rows.first else { return .refused(unknown) }
-        if try row.decode(Date?.self, "redeemed_at") != nil {
+        let codes = transaction.loginStates
+        guard let code = try await codes.lockHandoff(codeHash: codeHash) else { return .refused(unknown) }
+        if code.redeemedAt != nil {
             var orphans: [UUID] = []
-            if let session = try row.decode(UUID?.self, "session_id") {
+            if let session = code.session {
                 orphans = try await transaction.sessions.end(.session(session))
             }
             logger.warning("handoff code presented twice: its session was ended", metadata: ["client_id": .string(request.clientID)])
             return .refused(unknown, orphans: orphans)
         }
         // From here on the code is spent, whatever the outcome.
-        let burn: PostgresQuery = "DELETE FROM handoff_codes WHERE code_hash = \(codeHash)"
-        guard try row.decode(Date.self, "expires_at") > now,
-            try row.decode(String.self, "client_id") == request.clientID,
-            try row.decode(String.self, "redirect_uri") == request.redirectURI
-        else {
-            try await connection.query(burn)
+        guard code.expiresAt > now, code.clientID == request.clientID, code.redirectURI == request.redirectURI else {
+            try await codes.burnHandoff(codeHash: codeHash)
             return .refused(unknown)
         }
-        let challenge = Array(try row.decode(String.self, "code_challenge").utf8)
-        guard Digest.constantTimeEqual(Array(PKCE.challenge(for: request.codeVerifier).utf8), challenge) else {
-            try await connection.query(burn)
+        guard Digest.constantTimeEqual(Array(PKCE.challenge(for: request.codeVerifier).utf8), Array(code.codeChallenge.utf8)) else {
+            try await codes.burnHandoff(codeHash: codeHash)
             return .refused(OAuthError(.invalidGrant, "code_verifier does not match the code_challenge of the login."))
         }
-        let accountID = try row.decode(UUID.self, "account_id")
-        let accountRows = try await connection.query(
-            """
-            SELECT id, provider, issuer, subject, tenant, claims::text AS claims FROM accounts
-            WHERE id = \(accountID) AND state = 'active'
-            """
-        )
-        guard let accountRow = accountRows.first else {
-            try await connection.query(burn)
+        let accountID = code.account
+        guard let stored = try await transaction.accounts.findActive(accountID) else {
+            try await codes.burnHandoff(codeHash: codeHash)
             return .refused(unknown)
         }
-        let account = try AccountSummary(row: accountRow)
+        let account = AccountSummary(stored: stored)
         // The device: the one the secret names (this app's only), or a new one.
         var newDeviceSecret: OpaqueToken?
         let device: UUID
         if let deviceHash {
-            let devices = try await connection.query(
-                """
-                UPDATE devices SET last_seen_at = \(now) WHERE secret_hash = \(deviceHash) AND client_id = \(request.clientID)
-                  AND last_seen_at > \(now.addingTimeInterval(-settings.deviceIdleTTL))
-                RETURNING id
-                """
-            )
-            guard let found = devices.first else {
-                try await connection.query(burn)
+            guard
+                let found = try await transaction.devices.touch(
+                    secretHash: deviceHash,
+                    client: request.clientID,
+                    seenSince: now.addingTimeInterval(-settings.deviceIdleTTL),
+                    now: now
+                )
+            else {
+                try await codes.burnHandoff(codeHash: codeHash)
                 return .refused(
                     OAuthError(.invalidGrant, "device_secret is not valid for this app, or has not been used for too long; log in without it.")
                 )
             }
-            device = try found.decode(UUID.self, "id")
+            device = found
         } else {
             let secret = OpaqueToken.mint()
-            let created = try await connection.query(
-                """
-                INSERT INTO devices (secret_hash, client_id, created_at, last_seen_at)
-                VALUES (\(secret.hash), \(request.clientID), \(now), \(now)) RETURNING id
-                """
-            )
-            device = try created.first!.decode(UUID.self, "id")
+            device = try await transaction.devices.create(secretHash: secret.hash, client: request.clientID, now: now)
             newDeviceSecret = secret
         }
         let orphans = try await transaction.sessions.endStale(onDevice: device, now: now)
@@ -166,10 +142,8 @@ extension AuthService {
                 now: now
             )
         )
-        try await connection.query(
-            "UPDATE handoff_codes SET redeemed_at = \(now), session_id = \(session) WHERE code_hash = \(codeHash)"
-        )
-        try await connection.query("UPDATE accounts SET last_used_at = \(now) WHERE id = \(accountID)")
+        try await codes.markRedeemed(codeHash: codeHash, session: session, now: now)
+        try await transaction.accounts.touch(accountID, now: now)
         let tokens = IssuedTokens(
             accessToken: access.value,
             expiresIn: Int(settings.accessTokenTTL),

@@ -3,7 +3,6 @@ import Logging
 import TGBase
 import TGCrypto
 import TGOIDC
-import TGPostgres
 import TGStore
 
 extension AuthService {
@@ -16,19 +15,12 @@ extension AuthService {
             throw AuthProblem(.loginExpired, "This login is unknown or was already used. Start again from the app.")
         }
         let now = clock.now()
-        let rows = try await database.query(
-            """
-            DELETE FROM pending_logins WHERE state_hash = \(stateHash)
-            RETURNING client_id, redirect_uri, app_state, code_challenge, provider, policy, nonce, code_verifier, issuer, expires_at
-            """
-        )
-        guard let row = rows.first else {
+        guard let login = try await store.loginStates.consume(stateHash: stateHash) else {
             throw AuthProblem(.loginExpired, "This login is unknown or was already used. Start again from the app.")
         }
-        guard try row.decode(Date.self, "expires_at") > now else {
+        guard login.expiresAt > now else {
             throw AuthProblem(.loginExpired, "This login took too long and expired. Start again from the app.")
         }
-        let login = try PendingLogin(row: row)
         // The app's registration may have changed since: its redirect must still be allowed.
         guard let client = clients[login.clientID], client.allows(redirectURI: login.redirectURI) else {
             throw AuthProblem(.loginExpired, "The app of this login is no longer registered. Start again from the app.")
@@ -83,24 +75,36 @@ extension AuthService {
         let accessTokens = loginAccessTokens(result.tokens, provider: provider.name, now: now)
         let ticket = cache.ticket()
         do {
-            let account = try await database.withTransaction { connection in
-                let account = try await upsertAccount(idToken, claims: claims, provider: provider.name, now: now, on: connection)
-                try await storeGrant(
-                    account: account,
-                    refreshToken: refreshToken,
-                    tokens: result.tokens,
-                    idToken: idToken.raw,
-                    policy: login.policy,
-                    now: now,
-                    on: connection
+            let account = try await store.transaction { transaction in
+                let account = try await transaction.accounts.upsert(
+                    provider: provider.name,
+                    issuer: idToken.issuer,
+                    tenant: idToken.tenantID,
+                    subject: idToken.subject,
+                    claims: Self.displayClaims(claims),
+                    now: now
                 )
-                for (scopeKey, token) in accessTokens { try await store(token, account: account, scopeKey: scopeKey, on: connection) }
-                try await connection.query(
-                    """
-                    INSERT INTO handoff_codes (code_hash, account_id, client_id, redirect_uri, code_challenge, created_at, expires_at)
-                    VALUES (\(handoff.hash), \(account), \(login.clientID), \(login.redirectURI), \(login.codeChallenge), \(now),
-                      \(now.addingTimeInterval(settings.handoffCodeTTL)))
-                    """
+                try await transaction.accounts.storeGrant(
+                    GrantWrite(
+                        account: account,
+                        refreshToken: try vault.seal(refreshToken, context: TokenVault.Context.grant(account)),
+                        keyID: vault.currentKeyID,
+                        scopes: result.tokens.scopes ?? [],
+                        expiresAt: result.tokens.refreshTokenExpiresAt,
+                        idTokenHint: try vault.seal(idToken.raw, context: TokenVault.Context.idToken(account)),
+                        policy: login.policy
+                    ),
+                    now: now
+                )
+                for (scopeKey, token) in accessTokens { try await storeAccessToken(token, account: account, scopeKey: scopeKey, in: transaction) }
+                try await transaction.loginStates.issueHandoff(
+                    codeHash: handoff.hash,
+                    account: account,
+                    clientID: login.clientID,
+                    redirectURI: login.redirectURI,
+                    codeChallenge: login.codeChallenge,
+                    now: now,
+                    expiresAt: now.addingTimeInterval(settings.handoffCodeTTL)
                 )
                 return account
             }
@@ -125,50 +129,6 @@ extension AuthService {
         FormURLEncoding.url(redirectURI, adding: parameters)
     }
 
-    func upsertAccount(
-        _ idToken: IDToken,
-        claims: [String: JSONValue],
-        provider: String,
-        now: Date,
-        on connection: PostgresConnection
-    ) async throws -> UUID {
-        let rows = try await connection.query(
-            """
-            INSERT INTO accounts (provider, issuer, tenant, subject, claims, state, stale_reason, created_at, updated_at, last_used_at)
-            VALUES (\(provider), \(idToken.issuer), \(idToken.tenantID), \(idToken.subject), \(Self.displayClaims(claims))::jsonb,
-              'active', NULL, \(now), \(now), \(now))
-            ON CONFLICT (provider, issuer, subject) DO UPDATE SET tenant = EXCLUDED.tenant, claims = EXCLUDED.claims,
-              state = 'active', stale_reason = NULL, updated_at = EXCLUDED.updated_at, last_used_at = EXCLUDED.last_used_at
-            RETURNING id
-            """
-        )
-        return try rows.first!.decode(UUID.self, "id")
-    }
-
-    func storeGrant(
-        account: UUID,
-        refreshToken: String,
-        tokens: TokenResponse,
-        idToken: String?,
-        policy: String?,
-        now: Date,
-        on connection: PostgresConnection
-    ) async throws {
-        let sealed = try vault.seal(refreshToken, context: TokenVault.Context.grant(account))
-        let hint = try idToken.map { raw throws(CryptoError) in try vault.seal(raw, context: TokenVault.Context.idToken(account)) }
-        try await connection.query(
-            """
-            INSERT INTO upstream_grants (account_id, refresh_token, key_id, scopes, expires_at, id_token_hint, policy, created_at, updated_at)
-            VALUES (\(account), \(sealed), \(vault.currentKeyID), \(PostgresTextArray(tokens.scopes ?? [])),
-              \(tokens.refreshTokenExpiresAt), \(hint), \(policy), \(now), \(now))
-            ON CONFLICT (account_id) DO UPDATE SET refresh_token = EXCLUDED.refresh_token, key_id = EXCLUDED.key_id,
-              scopes = EXCLUDED.scopes, expires_at = EXCLUDED.expires_at, id_token_hint = EXCLUDED.id_token_hint,
-              policy = EXCLUDED.policy,
-              version = upstream_grants.version + 1, updated_at = EXCLUDED.updated_at
-            """
-        )
-    }
-
     /// The claims an app may show (name, email, picture); never the whole token.
     static func displayClaims(_ claims: [String: JSONValue]) -> String {
         var object: [String: Any] = [:]
@@ -180,30 +140,5 @@ extension AuthService {
             }
         }
         return SortedJSON.string(object) ?? "{}"
-    }
-}
-
-/// A pending login as read back at the callback.
-struct PendingLogin {
-    var clientID: String
-    var redirectURI: String
-    var appState: String
-    var codeChallenge: String
-    var provider: String
-    var policy: String?
-    var nonce: String
-    var codeVerifier: PostgresBytes
-    var issuer: String
-
-    init(row: PostgresRow) throws {
-        clientID = try row.decode(String.self, "client_id")
-        redirectURI = try row.decode(String.self, "redirect_uri")
-        appState = try row.decode(String?.self, "app_state") ?? ""
-        codeChallenge = try row.decode(String.self, "code_challenge")
-        provider = try row.decode(String.self, "provider")
-        policy = try row.decode(String?.self, "policy")
-        nonce = try row.decode(String.self, "nonce")
-        codeVerifier = try row.decode(PostgresBytes.self, "code_verifier")
-        issuer = try row.decode(String.self, "issuer")
     }
 }

@@ -1,6 +1,5 @@
 public import Foundation
 import Synchronization
-import TGPostgres
 import TGStore
 
 /// An upstream access token and when it expires.

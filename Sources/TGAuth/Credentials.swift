@@ -1,6 +1,5 @@
 import Foundation
 public import TGCrypto
-public import TGPostgres
 public import TGStore
 
 /// TokenGate's own opaque credentials (access and refresh tokens, handoff codes, device secrets):
@@ -52,17 +51,17 @@ public struct TokenVault: Sendable {
     public var currentKeyID: String { keyRing.currentKeyID }
 
     /// `plaintext` sealed under the current key, bound to `context` (e.g. `grant:<account id>`).
-    public func seal(_ plaintext: String, context: String) throws(CryptoError) -> PostgresBytes {
-        PostgresBytes(try keyRing.seal(Array(plaintext.utf8), associatedData: Array(context.utf8)))
+    public func seal(_ plaintext: String, context: String) throws(CryptoError) -> SealedBlob {
+        SealedBlob(try keyRing.seal(Array(plaintext.utf8), associatedData: Array(context.utf8)))
     }
 
-    public func open(_ blob: PostgresBytes, context: String) throws(CryptoError) -> String {
+    public func open(_ blob: SealedBlob, context: String) throws(CryptoError) -> String {
         String(decoding: try keyRing.open(blob.bytes, associatedData: Array(context.utf8)), as: UTF8.self)
     }
 
     /// The blob sealed again under the current key, or nil when it already is.
-    func reseal(_ blob: PostgresBytes, context: String) throws(CryptoError) -> PostgresBytes? {
-        try keyRing.resealUnderCurrentKey(blob.bytes, associatedData: Array(context.utf8)).map(PostgresBytes.init)
+    func reseal(_ blob: SealedBlob, context: String) throws(CryptoError) -> SealedBlob? {
+        try keyRing.resealUnderCurrentKey(blob.bytes, associatedData: Array(context.utf8)).map(SealedBlob.init)
     }
 
     enum Context {

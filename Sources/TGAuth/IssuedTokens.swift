@@ -1,5 +1,4 @@
 public import Foundation
-import TGPostgres
 import TGStore
 
 /// What the token endpoint answers (RFC 6749 §5.1 plus TokenGate's `account` and `device_secret`).
@@ -120,20 +119,6 @@ public struct AccountSummary: Sendable, Codable, Equatable {
             issuer: stored.issuer,
             subject: stored.subject,
             tenant: stored.tenant,
-            name: claims?["name"] as? String,
-            email: claims?["email"] as? String,
-            preferredUsername: claims?["preferred_username"] as? String
-        )
-    }
-
-    init(row: PostgresRow, idColumn: String = "id") throws {
-        let claims = (try? JSONSerialization.jsonObject(with: Data((try row.decode(String.self, "claims")).utf8))) as? [String: Any]
-        storage = Storage(
-            id: try row.decode(UUID.self, idColumn),
-            provider: try row.decode(String.self, "provider"),
-            issuer: try row.decode(String.self, "issuer"),
-            subject: try row.decode(String.self, "subject"),
-            tenant: try row.decode(String?.self, "tenant"),
             name: claims?["name"] as? String,
             email: claims?["email"] as? String,
             preferredUsername: claims?["preferred_username"] as? String

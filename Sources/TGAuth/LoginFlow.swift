@@ -3,7 +3,6 @@ import Logging
 import TGBase
 import TGCrypto
 import TGOIDC
-import TGPostgres
 import TGStore
 
 extension AuthService {
@@ -47,24 +46,22 @@ extension AuthService {
         let now = clock.now()
         let stateHash = OpaqueToken.hash(pending.state)
         let verifier = try vault.seal(pending.codeVerifier, context: TokenVault.Context.pendingLogin(stateHash))
-        try await database.withTransaction { connection in
-            // Expired pending logins go first (a bounded batch), so abandoned logins never pile up.
-            try await connection.query(
-                """
-                DELETE FROM pending_logins WHERE state_hash IN
-                  (SELECT state_hash FROM pending_logins WHERE expires_at <= \(now) LIMIT 100)
-                """
-            )
-            try await connection.query(
-                """
-                INSERT INTO pending_logins (state_hash, client_id, redirect_uri, app_state, code_challenge, provider,
-                  policy, nonce, code_verifier, key_id, issuer, created_at, expires_at)
-                VALUES (\(stateHash), \(clientID), \(redirectURI), \(state), \(challenge), \(provider.name),
-                  \(pending.policy), \(pending.nonce), \(verifier), \(vault.currentKeyID), \(pending.issuer), \(now),
-                  \(now.addingTimeInterval(settings.pendingLoginTTL)))
-                """
-            )
-        }
+        let record = PendingLoginRecord(
+            stateHash: stateHash,
+            clientID: clientID,
+            redirectURI: redirectURI,
+            appState: state,
+            codeChallenge: challenge,
+            provider: provider.name,
+            policy: pending.policy,
+            nonce: pending.nonce,
+            codeVerifier: verifier,
+            keyID: vault.currentKeyID,
+            issuer: pending.issuer,
+            createdAt: now,
+            expiresAt: now.addingTimeInterval(settings.pendingLoginTTL)
+        )
+        try await store.transaction { try await $0.loginStates.begin(record) }
         return authorization.url
     }
 

@@ -1,7 +1,6 @@
 public import Foundation
 import Logging
 import TGOIDC
-import TGPostgres
 import TGStore
 
 /// Which sessions a logout ends.
@@ -95,13 +94,11 @@ extension AuthService {
         guard let provider = providers[account.provider] else { return nil }
         var hint: String?
         var policy: String?
-        if let rows = try? await database.query("SELECT id_token_hint, policy FROM upstream_grants WHERE account_id = \(account.id)"),
-            let row = rows.first
-        {
-            if let sealed = try? row.decode(PostgresBytes?.self, "id_token_hint") {
+        if let stored = try? await store.accounts.logoutHint(account.id) {
+            if let sealed = stored.idTokenHint {
                 hint = try? vault.open(sealed, context: TokenVault.Context.idToken(account.id))
             }
-            policy = provider.knownPolicy(try? row.decode(String?.self, "policy"))
+            policy = provider.knownPolicy(stored.policy)
         }
         guard let returnTo else { return try? await provider.endSessionURL(idTokenHint: hint, postLogoutRedirectURI: nil, policy: policy) }
         let state = try? sealLogoutReturn(returnTo, clientID: clientID)

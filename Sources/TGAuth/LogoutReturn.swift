@@ -1,7 +1,7 @@
 import Foundation
 import TGBase
 import TGCrypto
-import TGPostgres
+import TGStore
 
 /// Where an app asked to be sent back after the provider's logout page.
 public struct LogoutReturn: Sendable, Equatable {
@@ -52,7 +52,7 @@ extension AuthService {
             "The logout's state is unknown, altered or expired; the app can simply be reopened (the logout itself is done)."
         )
         guard state.utf8.count <= 4096, let blob = try? Base64URL.decode(state),
-            let json = try? vault.open(PostgresBytes(blob), context: Self.logoutReturnContext),
+            let json = try? vault.open(SealedBlob(blob), context: Self.logoutReturnContext),
             let value = try? JSONDecoder().decode(SealedLogoutReturn.self, from: Data(json.utf8))
         else { throw invalid }
         guard value.expires > clock.now(), clients[value.client]?.allows(postLogoutRedirectURI: value.uri) == true else { throw invalid }

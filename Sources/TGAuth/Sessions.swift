@@ -2,7 +2,6 @@ public import Foundation
 import Logging
 import TGBase
 import TGOIDC
-import TGPostgres
 import TGStore
 
 /// A request's TokenGate session, found from its bearer access token.
@@ -73,16 +72,7 @@ extension AuthService {
         guard !accounts.isEmpty else { return (0, []) }
         do {
             let now = clock.now()
-            let ids = Array(Set(accounts))
-            let (removed, queued) = try await removeAccounts(
-                where: """
-                    SELECT a.id FROM accounts a WHERE a.id = ANY(\(ids))
-                      AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
-                      AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
-                                        AND h.expires_at > \(now))
-                    """,
-                now: now
-            )
+            let (removed, queued) = try await removeAccounts(.withoutSessions(Array(Set(accounts)), now: now), now: now)
             return (removed, await revoke(queued))
         } catch {
             logger.warning("removing an account failed; the sweeper will retry", metadata: ["error_type": "\(type(of: error))"])

@@ -3,7 +3,7 @@ import Logging
 import TGBase
 import TGCrypto
 import TGOIDC
-import TGPostgres
+import TGStore
 
 /// What one refresh holding the grant's lock came to.
 enum UpstreamRefreshOutcome {
@@ -31,14 +31,6 @@ struct UpstreamRotation: Sendable {
 }
 
 extension AuthService {
-    /// The advisory-lock key of an account's grant: its id's first 64 bits (a collision only
-    /// makes two grants take turns).
-    static func grantLockKey(_ account: UUID) -> Int64 {
-        let bytes = account.uuid
-        let high = [bytes.0, bytes.1, bytes.2, bytes.3, bytes.4, bytes.5, bytes.6, bytes.7]
-        return Int64(bitPattern: high.reduce(0) { $0 << 8 | UInt64($1) })
-    }
-
     /// Holding the grant's advisory lock (so no other instance refreshes it meanwhile), but no
     /// pooled connection and no transaction: use a token another holder stored while this one
     /// waited, else refresh once, unless the grant is in its backoff window, and write the
@@ -53,23 +45,17 @@ extension AuthService {
         now: Date,
         onRotation: (UpstreamRotation) -> Void
     ) async throws -> UpstreamRefreshOutcome {
-        let rows = try await database.query(
-            """
-            SELECT g.refresh_token, g.version, g.policy, g.refresh_failures, g.refresh_retry_at, g.forced_refresh_at, a.state
-            FROM upstream_grants g JOIN accounts a ON a.id = g.account_id WHERE g.account_id = \(account.id)
-            """
-        )
-        guard let row = rows.first, try row.decode(String.self, "state") == "active" else { return .grantRejected }
-        if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: nil) {
+        guard let grant = try await store.accounts.grant(account.id), grant.accountState == "active" else { return .grantRejected }
+        if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey) {
             if stored.value != rejected, isFresh(stored, now: now, ahead: ahead) { return .token(stored) }
             // An API refused the token of a forced refresh made moments ago: another would not help.
-            if stored.value == rejected, stored.expiresAt > now, let forcedAt = try row.decode(Date?.self, "forced_refresh_at"),
+            if stored.value == rejected, stored.expiresAt > now, let forcedAt = grant.forcedRefreshAt,
                 now.timeIntervalSince(forcedAt) < settings.forcedRefreshCooldown
             {
                 return .token(stored)
             }
         }
-        if let retryAt = try row.decode(Date?.self, "refresh_retry_at"), retryAt > now {
+        if let retryAt = grant.refreshRetryAt, retryAt > now {
             refreshBackoff.hold(account.id, until: retryAt)
             return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
         }
@@ -77,22 +63,22 @@ extension AuthService {
             logger.error("an account's provider is not configured any more", metadata: ["provider": .string(account.provider)])
             return .providerUnavailable(retryAfter: 60)
         }
-        let refreshToken = try vault.open(try row.decode(PostgresBytes.self, "refresh_token"), context: TokenVault.Context.grant(account.id))
+        let refreshToken = try vault.open(grant.refreshToken, context: TokenVault.Context.grant(account.id))
         // B2C: the policy the grant was issued under.
-        let policy = provider.knownPolicy(try row.decode(String?.self, "policy"))
+        let policy = provider.knownPolicy(grant.policy)
         let refreshed: OpenIDProvider.Refresh
         do {
             refreshed = try await provider.refresh(refreshToken, scopes: scopes.isEmpty ? nil : scopes, policy: policy, subject: account.subject)
         } catch {
             metrics.refreshed(provider: account.provider, outcome: "\(error.classification)")
-            return try await settle(error, account: account, scopeKey: scopeKey, failures: try row.decode(Int.self, "refresh_failures"), now: now)
+            return try await settle(error, account: account, scopeKey: scopeKey, failures: grant.refreshFailures, now: now)
         }
         metrics.refreshed(provider: account.provider, outcome: "ok")
         let tokens = refreshed.tokens
         let lifetime = tokens.accessTokenLifetime ?? settings.upstreamDefaultLifetime
         let rotation = UpstreamRotation(
             account: account.id,
-            version: try row.decode(Int.self, "version"),
+            version: grant.version,
             refreshToken: tokens.refreshToken,
             refreshTokenExpiresAt: tokens.refreshTokenExpiresAt,
             idToken: tokens.idToken,
@@ -101,7 +87,7 @@ extension AuthService {
             forced: rejected != nil
         )
         onRotation(rotation)
-        guard try await database.withTransaction({ try await write(rotation, now: now, on: $0) }) else { return .grantRejected }
+        guard try await store.transaction({ try await write(rotation, now: now, in: $0) }) else { return .grantRejected }
         refreshBackoff.clear(account.id)
         return .token(rotation.token)
     }
@@ -122,7 +108,11 @@ extension AuthService {
             if case .clientRejected = error.kind {
                 logger.error("the provider refused TokenGate's client: check client_id, the secret or key, and the registration", metadata: metadata)
             }
-            try await database.withTransaction { try await markStale(account.id, reason: error.description, now: now, on: $0) }
+            let ended = try await store.transaction { try await $0.accounts.markStale(account.id, reason: error.description, now: now) }
+            logger.notice(
+                "the provider rejected an account's grant: account stale, sessions ended",
+                metadata: ["account": .string(account.id.uuidString.lowercased()), "sessions_ended": .stringConvertible(ended)]
+            )
             return .grantRejected
         case .scopeRefused:
             logger.notice(
@@ -134,9 +124,7 @@ extension AuthService {
             var window = min(settings.upstreamRefreshBackoffMax, settings.upstreamRefreshBackoffBase * pow(2, Double(min(failures, 20))))
             if case .providerUnavailable(let retryAfter?) = error.kind { window = max(window, Double(retryAfter.components.seconds)) }
             let retryAt = now.addingTimeInterval(window)
-            try await database.query(
-                "UPDATE upstream_grants SET refresh_failures = refresh_failures + 1, refresh_retry_at = \(retryAt) WHERE account_id = \(account.id)"
-            )
+            try await store.accounts.recordRefreshFailure(account.id, retryAt: retryAt)
             refreshBackoff.hold(account.id, until: retryAt)
             logger.notice(
                 "upstream refresh failed; the grant is kept",
@@ -153,53 +141,38 @@ extension AuthService {
 
     /// Writes a refresh's result: the grant, if still at the version the refresh started from,
     /// and the access token. False when the grant changed or went meanwhile.
-    func write(_ rotation: UpstreamRotation, now: Date, on connection: PostgresConnection) async throws -> Bool {
+    func write(_ rotation: UpstreamRotation, now: Date, in transaction: StoreTransaction) async throws -> Bool {
         let account = rotation.account
         let sealed = try rotation.refreshToken.map { token throws(CryptoError) in
             try vault.seal(token, context: TokenVault.Context.grant(account))
         }
         let hint = try rotation.idToken.map { token throws(CryptoError) in try vault.seal(token, context: TokenVault.Context.idToken(account)) }
-        // A grant that was not rotated keeps its ciphertext (and so its key id).
-        let updated = try await connection.query(
-            """
-            UPDATE upstream_grants SET refresh_token = COALESCE(\(sealed), refresh_token),
-              key_id = CASE WHEN \(sealed)::bytea IS NULL THEN key_id ELSE \(vault.currentKeyID) END,
-              expires_at = COALESCE(\(rotation.refreshTokenExpiresAt), expires_at),
-              id_token_hint = COALESCE(\(hint), id_token_hint), version = version + 1, updated_at = \(now),
-              refresh_failures = 0, refresh_retry_at = NULL,
-              forced_refresh_at = CASE WHEN \(rotation.forced) THEN \(now) ELSE forced_refresh_at END
-            WHERE account_id = \(account) AND version = \(rotation.version)
-            """
+        let written = try await transaction.accounts.writeRotation(
+            GrantRotation(
+                account: account,
+                version: rotation.version,
+                refreshToken: sealed,
+                keyID: vault.currentKeyID,
+                refreshTokenExpiresAt: rotation.refreshTokenExpiresAt,
+                idTokenHint: hint,
+                forced: rotation.forced
+            ),
+            now: now
         )
-        guard updated.affectedRows == 1 else { return false }
-        try await store(rotation.token, account: account, scopeKey: rotation.scopeKey, on: connection)
+        guard written else { return false }
+        try await storeAccessToken(rotation.token, account: account, scopeKey: rotation.scopeKey, in: transaction)
         return true
     }
 
     /// Stores (sealed) or replaces an account's access token for a scope key.
-    func store(_ token: UpstreamAccessToken, account: UUID, scopeKey: String, on connection: PostgresConnection) async throws {
-        let sealedToken = try vault.seal(token.value, context: TokenVault.Context.accessToken(account, scopeKey: scopeKey))
-        try await connection.query(
-            """
-            INSERT INTO upstream_access_tokens (account_id, scope_key, access_token, key_id, expires_at, created_at)
-            VALUES (\(account), \(scopeKey), \(sealedToken), \(vault.currentKeyID), \(token.expiresAt), \(token.issuedAt))
-            ON CONFLICT (account_id, scope_key) DO UPDATE SET access_token = EXCLUDED.access_token, key_id = EXCLUDED.key_id,
-              expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
-            """
-        )
-    }
-
-    /// The provider no longer honours the grant: the account is stale (the sweeper removes it and
-    /// its grant), its sessions end and its cached tokens go.
-    private func markStale(_ account: UUID, reason: String, now: Date, on connection: PostgresConnection) async throws {
-        try await connection.query(
-            "UPDATE accounts SET state = 'stale', stale_reason = \(reason), updated_at = \(now) WHERE id = \(account)"
-        )
-        let ended = try await connection.query("DELETE FROM sessions WHERE account_id = \(account)")
-        try await connection.query("DELETE FROM upstream_access_tokens WHERE account_id = \(account)")
-        logger.notice(
-            "the provider rejected an account's grant: account stale, sessions ended",
-            metadata: ["account": .string(account.uuidString.lowercased()), "sessions_ended": .stringConvertible(ended.affectedRows)]
+    func storeAccessToken(_ token: UpstreamAccessToken, account: UUID, scopeKey: String, in transaction: StoreTransaction) async throws {
+        try await transaction.accounts.storeAccessToken(
+            try vault.seal(token.value, context: TokenVault.Context.accessToken(account, scopeKey: scopeKey)),
+            keyID: vault.currentKeyID,
+            account: account,
+            scopeKey: scopeKey,
+            expiresAt: token.expiresAt,
+            issuedAt: token.issuedAt
         )
     }
 
@@ -213,8 +186,8 @@ extension AuthService {
             let giveUp = ContinuousClock.now.advanced(by: .seconds(600))
             while ContinuousClock.now < giveUp {
                 do {
-                    let written = try await database.withTransaction { connection in
-                        try await write(rotation, now: clock.now(), on: connection)
+                    let written = try await store.transaction { transaction in
+                        try await write(rotation, now: clock.now(), in: transaction)
                     }
                     if written {
                         logger.notice("the grant of an interrupted upstream refresh was written", metadata: ["account": .string(account)])

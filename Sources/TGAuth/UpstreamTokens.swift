@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import TGBase
 import TGOIDC
-import TGPostgres
 import TGStore
 
 /// An API behind TokenGate: the provider whose tokens it takes and the scopes they need.
@@ -171,7 +170,7 @@ extension AuthService {
         var rotation: UpstreamRotation?
         let outcome: UpstreamRefreshOutcome
         do {
-            if let stored = usable(try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: nil)) {
+            if let stored = usable(try await storedUpstreamToken(account.id, scopeKey: scopeKey)) {
                 if isFresh(stored, now: now, ahead: ahead) {
                     cache.store(token: stored, account: account.id, scopeKey: scopeKey, ticket: ticket)
                     return stored
@@ -184,11 +183,11 @@ extension AuthService {
                 // One refresh per grant across instances: the grant's advisory lock, held on a
                 // dedicated connection, not a pooled one, while the provider answers. A waiter
                 // takes the token the holder stored as soon as it is there.
-                outcome = try await grantLocks.withLock(
-                    Self.grantLockKey(account.id),
+                outcome = try await store.grantLocks.withLock(
+                    account.id,
                     deadline: .now + .seconds(settings.grantLockWait),
                     whileWaiting: { () async throws -> UpstreamRefreshOutcome? in
-                        guard let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey, on: nil), stored.value != rejected,
+                        guard let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey), stored.value != rejected,
                             isFresh(stored, now: now, ahead: ahead)
                         else { return nil }
                         return .token(stored)
@@ -208,7 +207,7 @@ extension AuthService {
                 cache.store(token: rotation.token, account: account.id, scopeKey: scopeKey, ticket: ticket)
                 return rotation.token
             }
-            if let fallback, error is PostgresError { return fallback }
+            if let fallback, Store.isDatabaseFailure(error) { return fallback }
             throw error
         }
         switch outcome {
@@ -244,23 +243,17 @@ extension AuthService {
     }
 
     /// The stored access token of an account for a scope key, opened, whatever its expiry.
-    func storedUpstreamToken(_ account: UUID, scopeKey: String, on connection: PostgresConnection?) async throws -> UpstreamAccessToken? {
-        let query: PostgresQuery = """
-            SELECT access_token, expires_at, created_at FROM upstream_access_tokens
-            WHERE account_id = \(account) AND scope_key = \(scopeKey)
-            """
-        let rows: PostgresRows
-        if let connection { rows = try await connection.query(query) } else { rows = try await database.query(query) }
-        guard let row = rows.first else { return nil }
-        let sealed = try row.decode(PostgresBytes.self, "access_token")
+    func storedUpstreamToken(_ account: UUID, scopeKey: String) async throws -> UpstreamAccessToken? {
+        guard let stored = try await store.accounts.accessToken(account, scopeKey: scopeKey) else { return nil }
+        let sealed = stored.sealed
         guard let value = try? vault.open(sealed, context: TokenVault.Context.accessToken(account, scopeKey: scopeKey)) else {
             return nil
         }
         return UpstreamAccessToken(
             value: value,
-            expiresAt: try row.decode(Date.self, "expires_at"),
+            expiresAt: stored.expiresAt,
             scopes: scopeKey.split(separator: " ").map(String.init),
-            issuedAt: try row.decode(Date.self, "created_at")
+            issuedAt: stored.issuedAt
         )
     }
 }

@@ -23,6 +23,70 @@ public enum SessionSelection: Sendable, Equatable {
     case account(UUID, device: UUID)
     /// An account's sessions on every device.
     case everywhere(account: UUID)
+    /// Every session of a refresh-token family (a rotated-away token came back).
+    case family(UUID)
+}
+
+/// A session as a refresh finds it by its current refresh token, its row locked.
+public struct RefreshingSession: Sendable {
+    public var id: UUID
+    public var clientID: String
+    public var familyID: UUID
+    public var expiresAt: Date
+    public var absoluteExpiresAt: Date
+    public var account: StoredAccount
+}
+
+/// A session whose previous refresh token was presented, its row locked.
+public struct RotatedSession: Sendable {
+    public var id: UUID
+    public var clientID: String
+    public var familyID: UUID
+    public var rotatedAt: Date?
+    /// The last answer, sealed, kept for the replay grace window.
+    public var replay: SealedBlob?
+}
+
+/// A refresh's new tokens for a session.
+public struct SessionRotation: Sendable {
+    public var session: UUID
+    public var familyID: UUID
+    public var accessTokenHash: TokenHash
+    public var accessExpiresAt: Date
+    public var refreshTokenHash: TokenHash
+    /// The token this refresh spent: it becomes the previous one, and revoked until the
+    /// session's absolute expiry.
+    public var spentRefreshTokenHash: TokenHash
+    public var absoluteExpiresAt: Date
+    /// The answer, sealed, for a retry within the grace window.
+    public var replay: SealedBlob
+    /// The new idle expiry (never past the absolute one).
+    public var idleExpiresAt: Date
+    public var now: Date
+
+    public init(
+        session: UUID,
+        familyID: UUID,
+        accessTokenHash: TokenHash,
+        accessExpiresAt: Date,
+        refreshTokenHash: TokenHash,
+        spentRefreshTokenHash: TokenHash,
+        absoluteExpiresAt: Date,
+        replay: SealedBlob,
+        idleExpiresAt: Date,
+        now: Date
+    ) {
+        self.session = session
+        self.familyID = familyID
+        self.accessTokenHash = accessTokenHash
+        self.accessExpiresAt = accessExpiresAt
+        self.refreshTokenHash = refreshTokenHash
+        self.spentRefreshTokenHash = spentRefreshTokenHash
+        self.absoluteExpiresAt = absoluteExpiresAt
+        self.replay = replay
+        self.idleExpiresAt = idleExpiresAt
+        self.now = now
+    }
 }
 
 /// The `sessions` table: one row per (device, account), found by the hash of its access token.
@@ -81,6 +145,8 @@ public struct SessionStore: Sendable {
             )
         case .everywhere(let account):
             rows = try await executor.query("DELETE FROM sessions WHERE account_id = \(account) RETURNING account_id")
+        case .family(let family):
+            rows = try await executor.query("DELETE FROM sessions WHERE family_id = \(family) RETURNING account_id")
         }
         return try rows.rows.map { try $0.decode(UUID.self, "account_id") }
     }
@@ -153,6 +219,102 @@ public struct SessionStore: Sendable {
         )
         guard let row = rows.first else { throw StoreError.noRowReturned("sessions") }
         return try row.decode(UUID.self, "id")
+    }
+
+    // MARK: - Refresh rotation
+
+    /// The session whose current refresh token hashes to `hash`, its row locked.
+    public func lockForRefresh(refreshTokenHash hash: TokenHash) async throws -> RefreshingSession? {
+        let rows = try await executor.query(
+            """
+            SELECT s.id AS session_id, s.client_id, s.family_id, s.expires_at, s.absolute_expires_at, a.state,
+              a.id, a.provider, a.issuer, a.subject, a.tenant, a.claims::text AS claims
+            FROM sessions s JOIN accounts a ON a.id = s.account_id
+            WHERE s.refresh_token_hash = \(hash) FOR UPDATE OF s
+            """
+        )
+        guard let row = rows.first else { return nil }
+        return RefreshingSession(
+            id: try row.decode(UUID.self, "session_id"),
+            clientID: try row.decode(String.self, "client_id"),
+            familyID: try row.decode(UUID.self, "family_id"),
+            expiresAt: try row.decode(Date.self, "expires_at"),
+            absoluteExpiresAt: try row.decode(Date.self, "absolute_expires_at"),
+            account: try StoredAccount(row: row)
+        )
+    }
+
+    /// Gives a session its new tokens: the spent refresh token becomes the previous one and is
+    /// recorded as revoked (for reuse detection) until the session's absolute expiry.
+    public func rotate(_ rotation: SessionRotation) async throws {
+        try await executor.query(
+            """
+            UPDATE sessions SET access_token_hash = \(rotation.accessTokenHash), access_expires_at = \(rotation.accessExpiresAt),
+              refresh_token_hash = \(rotation.refreshTokenHash), previous_refresh_token_hash = \(rotation.spentRefreshTokenHash),
+              rotated_at = \(rotation.now), replay_response = \(rotation.replay), last_used_at = \(rotation.now),
+              expires_at = LEAST(\(rotation.idleExpiresAt), absolute_expires_at)
+            WHERE id = \(rotation.session)
+            """
+        )
+        try await executor.query(
+            """
+            INSERT INTO revoked_refresh_tokens (token_hash, family_id, expires_at)
+            VALUES (\(rotation.spentRefreshTokenHash), \(rotation.familyID), \(rotation.absoluteExpiresAt)) ON CONFLICT DO NOTHING
+            """
+        )
+    }
+
+    /// The session whose previous refresh token hashes to `hash`, its row locked.
+    public func lockByPreviousRefreshToken(_ hash: TokenHash) async throws -> RotatedSession? {
+        let rows = try await executor.query(
+            """
+            SELECT id, client_id, family_id, rotated_at, replay_response FROM sessions
+            WHERE previous_refresh_token_hash = \(hash) FOR UPDATE
+            """
+        )
+        guard let row = rows.first else { return nil }
+        return RotatedSession(
+            id: try row.decode(UUID.self, "id"),
+            clientID: try row.decode(String.self, "client_id"),
+            familyID: try row.decode(UUID.self, "family_id"),
+            rotatedAt: try row.decode(Date?.self, "rotated_at"),
+            replay: try row.decode(SealedBlob?.self, "replay_response")
+        )
+    }
+
+    /// The family of a refresh token rotated away earlier, if it is still remembered.
+    public func revokedFamily(refreshTokenHash hash: TokenHash) async throws -> UUID? {
+        let rows = try await executor.query("SELECT family_id FROM revoked_refresh_tokens WHERE token_hash = \(hash)")
+        return try rows.first?.decode(UUID.self, "family_id")
+    }
+
+    // MARK: - Sweeping
+
+    /// Removes up to `limit` sessions past their idle or absolute expiry.
+    public func deleteExpired(now: Date, limit: Int) async throws -> Int {
+        try await executor.query(
+            """
+            DELETE FROM sessions WHERE id IN (SELECT id FROM sessions
+              WHERE expires_at <= \(now) OR absolute_expires_at <= \(now) LIMIT \(limit))
+            """
+        ).affectedRows
+    }
+
+    /// Forgets up to `limit` revoked refresh tokens whose session would have expired anyway.
+    public func deleteExpiredRevokedTokens(now: Date, limit: Int) async throws -> Int {
+        try await executor.query(
+            """
+            DELETE FROM revoked_refresh_tokens WHERE token_hash IN
+              (SELECT token_hash FROM revoked_refresh_tokens WHERE expires_at <= \(now) LIMIT \(limit))
+            """
+        ).affectedRows
+    }
+
+    /// Drops the kept answers of rotations made before `rotatedBefore` (past the grace window).
+    public func clearReplays(rotatedBefore: Date) async throws {
+        try await executor.query(
+            "UPDATE sessions SET replay_response = NULL WHERE replay_response IS NOT NULL AND rotated_at <= \(rotatedBefore)"
+        )
     }
 }
 

@@ -3,6 +3,7 @@ import TGApp
 import TGAuth
 import TGCrypto
 import TGPostgres
+import TGStore
 import TGTesting
 import Testing
 
@@ -42,8 +43,8 @@ import Testing
                 keyRing: try KeyRing(currentKeyID: "k2", keys: ["k2": SymmetricKey(base64URL: Self.k2.replacingOccurrences(of: "=", with: ""))])
             )
             let context = "grant:\(account.uuidString.lowercased())"
-            let upstream = try onlyK2.open(try after.decode(PostgresBytes.self, "refresh_token"), context: context)
-            #expect(upstream == (try h.auth.vault.open(try before.decode(PostgresBytes.self, "refresh_token"), context: context)))
+            let upstream = try onlyK2.open(try after.decode(SealedBlob.self, "refresh_token"), context: context)
+            #expect(upstream == (try h.auth.vault.open(try before.decode(SealedBlob.self, "refresh_token"), context: context)))
             #expect(h.fake.isRefreshTokenActive(upstream))
             // TokenGate's own tokens are hashes: the session goes on.
             #expect(try await h.refresh(try #require(tokens["refresh_token"] as? String)).status == 200)

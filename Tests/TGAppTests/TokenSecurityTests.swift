@@ -3,6 +3,7 @@ import TGApp
 import TGAuth
 import TGCrypto
 import TGPostgres
+import TGStore
 import TGTesting
 import Testing
 
@@ -202,7 +203,7 @@ import Testing
             #expect(try row.decode(PostgresBytes.self, "refresh_token_hash").bytes == Digest.sha256(Array(refresh.utf8)))
             #expect(try row.decode(String.self, "key_id") == "k1")
             // The grant opens only as this account's, and it is the provider's live refresh token.
-            let blob = try row.decode(PostgresBytes.self, "refresh_token")
+            let blob = try row.decode(SealedBlob.self, "refresh_token")
             let account = try row.decode(UUID.self, "account_id")
             let upstream = try h.auth.vault.open(blob, context: "grant:\(account.uuidString.lowercased())")
             #expect(h.fake.isRefreshTokenActive(upstream))

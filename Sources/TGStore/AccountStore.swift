@@ -1,0 +1,291 @@
+public import Foundation
+import TGPostgres
+
+/// An account's upstream grant as a refresh needs it.
+public struct StoredGrant: Sendable {
+    public var refreshToken: SealedBlob
+    /// Bumped by every write: a refresh writes its result only if nobody wrote in between.
+    public var version: Int
+    /// B2C: the policy the grant was issued under.
+    public var policy: String?
+    public var refreshFailures: Int
+    /// Until when refreshes wait (the provider failed); nil: no backoff.
+    public var refreshRetryAt: Date?
+    /// When an API's 401 last forced a refresh.
+    public var forcedRefreshAt: Date?
+    /// The account's state (`active` or `stale`).
+    public var accountState: String
+}
+
+/// A new or replaced grant.
+public struct GrantWrite: Sendable {
+    public var account: UUID
+    public var refreshToken: SealedBlob
+    public var keyID: String
+    public var scopes: [String]
+    public var expiresAt: Date?
+    public var idTokenHint: SealedBlob?
+    public var policy: String?
+
+    public init(
+        account: UUID,
+        refreshToken: SealedBlob,
+        keyID: String,
+        scopes: [String],
+        expiresAt: Date?,
+        idTokenHint: SealedBlob?,
+        policy: String?
+    ) {
+        self.account = account
+        self.refreshToken = refreshToken
+        self.keyID = keyID
+        self.scopes = scopes
+        self.expiresAt = expiresAt
+        self.idTokenHint = idTokenHint
+        self.policy = policy
+    }
+}
+
+/// A refresh's result for the grant: what changed (nil keeps what is stored).
+public struct GrantRotation: Sendable {
+    public var account: UUID
+    /// The version the refresh read; the write happens only if it is still the stored one.
+    public var version: Int
+    public var refreshToken: SealedBlob?
+    public var keyID: String
+    public var refreshTokenExpiresAt: Date?
+    public var idTokenHint: SealedBlob?
+    /// An API's 401 forced this refresh.
+    public var forced: Bool
+
+    public init(
+        account: UUID,
+        version: Int,
+        refreshToken: SealedBlob?,
+        keyID: String,
+        refreshTokenExpiresAt: Date?,
+        idTokenHint: SealedBlob?,
+        forced: Bool
+    ) {
+        self.account = account
+        self.version = version
+        self.refreshToken = refreshToken
+        self.keyID = keyID
+        self.refreshTokenExpiresAt = refreshTokenExpiresAt
+        self.idTokenHint = idTokenHint
+        self.forced = forced
+    }
+}
+
+/// An upstream access token as stored, sealed.
+public struct StoredAccessToken: Sendable {
+    public var sealed: SealedBlob
+    public var expiresAt: Date
+    public var issuedAt: Date
+}
+
+/// Which accounts to remove.
+public enum AccountRemoval: Sendable {
+    /// Those of `ids` that no session holds and no unredeemed, unexpired handoff code waits for.
+    case withoutSessions([UUID], now: Date)
+    /// What the sweeper removes: stale accounts, accounts unused since `idleSince`, and accounts
+    /// nothing holds; at most `limit`, skipping rows another transaction holds.
+    case sweepable(idleSince: Date, now: Date, limit: Int)
+}
+
+/// The `accounts` table with each account's grant (`upstream_grants`) and its upstream access
+/// tokens (`upstream_access_tokens`): removing an account removes both.
+public struct AccountStore: Sendable {
+    let executor: Executor
+
+    init(_ executor: Executor) { self.executor = executor }
+
+    /// Creates the account of (provider, issuer, subject), or brings it back to active with
+    /// fresh display claims (a JSON object as text). Returns its id.
+    public func upsert(provider: String, issuer: String, tenant: String?, subject: String, claims: String, now: Date) async throws -> UUID {
+        let rows = try await executor.query(
+            """
+            INSERT INTO accounts (provider, issuer, tenant, subject, claims, state, stale_reason, created_at, updated_at, last_used_at)
+            VALUES (\(provider), \(issuer), \(tenant), \(subject), \(claims)::jsonb, 'active', NULL, \(now), \(now), \(now))
+            ON CONFLICT (provider, issuer, subject) DO UPDATE SET tenant = EXCLUDED.tenant, claims = EXCLUDED.claims,
+              state = 'active', stale_reason = NULL, updated_at = EXCLUDED.updated_at, last_used_at = EXCLUDED.last_used_at
+            RETURNING id
+            """
+        )
+        guard let row = rows.first else { throw StoreError.noRowReturned("accounts") }
+        return try row.decode(UUID.self, "id")
+    }
+
+    /// The account, if it is active.
+    public func findActive(_ id: UUID) async throws -> StoredAccount? {
+        let rows = try await executor.query(
+            """
+            SELECT id, provider, issuer, subject, tenant, claims::text AS claims, state FROM accounts
+            WHERE id = \(id) AND state = 'active'
+            """
+        )
+        return try rows.first.map { try StoredAccount(row: $0) }
+    }
+
+    /// Records that the account was used now (the sweeper removes accounts unused for too long).
+    public func touch(_ id: UUID, now: Date) async throws {
+        try await executor.query("UPDATE accounts SET last_used_at = \(now) WHERE id = \(id)")
+    }
+
+    /// The provider no longer honours the account's grant: the account turns stale, its sessions
+    /// and its stored access tokens go. Returns how many sessions ended.
+    public func markStale(_ id: UUID, reason: String, now: Date) async throws -> Int {
+        try await executor.query("UPDATE accounts SET state = 'stale', stale_reason = \(reason), updated_at = \(now) WHERE id = \(id)")
+        let ended = try await executor.query("DELETE FROM sessions WHERE account_id = \(id)")
+        try await executor.query("DELETE FROM upstream_access_tokens WHERE account_id = \(id)")
+        return ended.affectedRows
+    }
+
+    /// Removes the accounts `removal` selects, in one statement that also moves their grants,
+    /// still sealed, into the revocation queue (until `giveUpAt`): from then on no grant is
+    /// usable, and none is lost before its provider revoked it. Returns how many accounts went
+    /// and the queued tokens.
+    public func remove(_ removal: AccountRemoval, giveUpAt: Date, now: Date) async throws -> (removed: Int, queued: [StoredRevocation]) {
+        let condition: PostgresQuery
+        switch removal {
+        case .withoutSessions(let ids, let at):
+            condition = """
+                SELECT a.id FROM accounts a WHERE a.id = ANY(\(ids))
+                  AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
+                  AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
+                                    AND h.expires_at > \(at))
+                """
+        case .sweepable(let idleSince, let at, let limit):
+            condition = """
+                SELECT a.id FROM accounts a
+                WHERE a.state = 'stale' OR a.last_used_at <= \(idleSince)
+                   OR (NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
+                       AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
+                                         AND h.expires_at > \(at)))
+                LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                """
+        }
+        let rows = try await executor.query(
+            """
+            WITH gone AS (DELETE FROM accounts WHERE id IN (\(fragment: condition)) RETURNING id, provider),
+            queued AS (
+              INSERT INTO upstream_revocations (account_id, provider, policy, refresh_token, key_id, next_attempt_at, give_up_at)
+              SELECT gone.id, gone.provider, g.policy, g.refresh_token, g.key_id, \(now), \(giveUpAt)
+              FROM gone JOIN upstream_grants g ON g.account_id = gone.id
+              RETURNING id, account_id, provider, policy, refresh_token, attempts)
+            SELECT gone.id AS gone_id, q.id AS revocation_id, q.account_id, q.provider, q.policy, q.refresh_token, q.attempts
+            FROM gone LEFT JOIN queued q ON q.account_id = gone.id
+            """
+        )
+        let queued = try rows.rows.compactMap { row in
+            try row.decode(UUID?.self, "revocation_id") == nil ? nil : try StoredRevocation(row: row)
+        }
+        return (rows.count, queued)
+    }
+
+    // MARK: - The grant
+
+    /// Stores the account's grant, replacing the one it had.
+    public func storeGrant(_ grant: GrantWrite, now: Date) async throws {
+        try await executor.query(
+            """
+            INSERT INTO upstream_grants (account_id, refresh_token, key_id, scopes, expires_at, id_token_hint, policy, created_at, updated_at)
+            VALUES (\(grant.account), \(grant.refreshToken), \(grant.keyID), \(PostgresTextArray(grant.scopes)),
+              \(grant.expiresAt), \(grant.idTokenHint), \(grant.policy), \(now), \(now))
+            ON CONFLICT (account_id) DO UPDATE SET refresh_token = EXCLUDED.refresh_token, key_id = EXCLUDED.key_id,
+              scopes = EXCLUDED.scopes, expires_at = EXCLUDED.expires_at, id_token_hint = EXCLUDED.id_token_hint,
+              policy = EXCLUDED.policy,
+              version = upstream_grants.version + 1, updated_at = EXCLUDED.updated_at
+            """
+        )
+    }
+
+    /// The account's grant with its account's state; nil when it has none.
+    public func grant(_ account: UUID) async throws -> StoredGrant? {
+        let rows = try await executor.query(
+            """
+            SELECT g.refresh_token, g.version, g.policy, g.refresh_failures, g.refresh_retry_at, g.forced_refresh_at, a.state
+            FROM upstream_grants g JOIN accounts a ON a.id = g.account_id WHERE g.account_id = \(account)
+            """
+        )
+        guard let row = rows.first else { return nil }
+        return StoredGrant(
+            refreshToken: try row.decode(SealedBlob.self, "refresh_token"),
+            version: try row.decode(Int.self, "version"),
+            policy: try row.decode(String?.self, "policy"),
+            refreshFailures: try row.decode(Int.self, "refresh_failures"),
+            refreshRetryAt: try row.decode(Date?.self, "refresh_retry_at"),
+            forcedRefreshAt: try row.decode(Date?.self, "forced_refresh_at"),
+            accountState: try row.decode(String.self, "state")
+        )
+    }
+
+    /// What RP-initiated logout needs of the grant: the sealed ID token hint and the policy.
+    public func logoutHint(_ account: UUID) async throws -> (idTokenHint: SealedBlob?, policy: String?)? {
+        let rows = try await executor.query("SELECT id_token_hint, policy FROM upstream_grants WHERE account_id = \(account)")
+        guard let row = rows.first else { return nil }
+        return (try row.decode(SealedBlob?.self, "id_token_hint"), try row.decode(String?.self, "policy"))
+    }
+
+    /// A refresh failed without ending the grant: one more failure, and no refresh before `retryAt`.
+    public func recordRefreshFailure(_ account: UUID, retryAt: Date) async throws {
+        try await executor.query(
+            "UPDATE upstream_grants SET refresh_failures = refresh_failures + 1, refresh_retry_at = \(retryAt) WHERE account_id = \(account)"
+        )
+    }
+
+    /// Writes a refresh's result if the grant is still at the version the refresh read (a grant
+    /// not rotated keeps its ciphertext and key id). False when it changed or went meanwhile.
+    public func writeRotation(_ rotation: GrantRotation, now: Date) async throws -> Bool {
+        let sealed = rotation.refreshToken
+        let updated = try await executor.query(
+            """
+            UPDATE upstream_grants SET refresh_token = COALESCE(\(sealed), refresh_token),
+              key_id = CASE WHEN \(sealed)::bytea IS NULL THEN key_id ELSE \(rotation.keyID) END,
+              expires_at = COALESCE(\(rotation.refreshTokenExpiresAt), expires_at),
+              id_token_hint = COALESCE(\(rotation.idTokenHint), id_token_hint), version = version + 1, updated_at = \(now),
+              refresh_failures = 0, refresh_retry_at = NULL,
+              forced_refresh_at = CASE WHEN \(rotation.forced) THEN \(now) ELSE forced_refresh_at END
+            WHERE account_id = \(rotation.account) AND version = \(rotation.version)
+            """
+        )
+        return updated.affectedRows == 1
+    }
+
+    // MARK: - Upstream access tokens
+
+    /// Stores (or replaces) the account's access token for a scope key.
+    public func storeAccessToken(
+        _ sealed: SealedBlob,
+        keyID: String,
+        account: UUID,
+        scopeKey: String,
+        expiresAt: Date,
+        issuedAt: Date
+    ) async throws {
+        try await executor.query(
+            """
+            INSERT INTO upstream_access_tokens (account_id, scope_key, access_token, key_id, expires_at, created_at)
+            VALUES (\(account), \(scopeKey), \(sealed), \(keyID), \(expiresAt), \(issuedAt))
+            ON CONFLICT (account_id, scope_key) DO UPDATE SET access_token = EXCLUDED.access_token, key_id = EXCLUDED.key_id,
+              expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at
+            """
+        )
+    }
+
+    /// The account's stored access token for a scope key, whatever its expiry.
+    public func accessToken(_ account: UUID, scopeKey: String) async throws -> StoredAccessToken? {
+        let rows = try await executor.query(
+            """
+            SELECT access_token, expires_at, created_at FROM upstream_access_tokens
+            WHERE account_id = \(account) AND scope_key = \(scopeKey)
+            """
+        )
+        guard let row = rows.first else { return nil }
+        return StoredAccessToken(
+            sealed: try row.decode(SealedBlob.self, "access_token"),
+            expiresAt: try row.decode(Date.self, "expires_at"),
+            issuedAt: try row.decode(Date.self, "created_at")
+        )
+    }
+}

@@ -1,0 +1,189 @@
+public import Foundation
+import TGPostgres
+
+/// A login between `/auth/login` and the provider's callback (`pending_logins`).
+public struct PendingLoginRecord: Sendable {
+    public var stateHash: TokenHash
+    public var clientID: String
+    public var redirectURI: String
+    /// The app's own `state`.
+    public var appState: String
+    public var codeChallenge: String
+    public var provider: String
+    public var policy: String?
+    public var nonce: String
+    /// TokenGate's PKCE verifier toward the provider, sealed.
+    public var codeVerifier: SealedBlob
+    public var keyID: String
+    public var issuer: String
+    public var createdAt: Date
+    public var expiresAt: Date
+
+    public init(
+        stateHash: TokenHash,
+        clientID: String,
+        redirectURI: String,
+        appState: String,
+        codeChallenge: String,
+        provider: String,
+        policy: String?,
+        nonce: String,
+        codeVerifier: SealedBlob,
+        keyID: String,
+        issuer: String,
+        createdAt: Date,
+        expiresAt: Date
+    ) {
+        self.stateHash = stateHash
+        self.clientID = clientID
+        self.redirectURI = redirectURI
+        self.appState = appState
+        self.codeChallenge = codeChallenge
+        self.provider = provider
+        self.policy = policy
+        self.nonce = nonce
+        self.codeVerifier = codeVerifier
+        self.keyID = keyID
+        self.issuer = issuer
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A handoff code as stored (`handoff_codes`), read with its row locked.
+public struct HandoffCodeRecord: Sendable {
+    public var account: UUID
+    public var clientID: String
+    public var redirectURI: String
+    public var codeChallenge: String
+    public var expiresAt: Date
+    public var redeemedAt: Date?
+    /// The session its redemption started.
+    public var session: UUID?
+}
+
+/// The states of a login in flight: pending logins (until the callback) and handoff codes
+/// (from the callback until the app redeems one). Each is consumed once.
+public struct LoginStateStore: Sendable {
+    let executor: Executor
+
+    init(_ executor: Executor) { self.executor = executor }
+
+    /// Stores a pending login, first removing a bounded batch (100) of expired ones, so that
+    /// abandoned logins never pile up.
+    public func begin(_ login: PendingLoginRecord) async throws {
+        try await executor.query(
+            """
+            DELETE FROM pending_logins WHERE state_hash IN
+              (SELECT state_hash FROM pending_logins WHERE expires_at <= \(login.createdAt) LIMIT 100)
+            """
+        )
+        try await executor.query(
+            """
+            INSERT INTO pending_logins (state_hash, client_id, redirect_uri, app_state, code_challenge, provider,
+              policy, nonce, code_verifier, key_id, issuer, created_at, expires_at)
+            VALUES (\(login.stateHash), \(login.clientID), \(login.redirectURI), \(login.appState), \(login.codeChallenge),
+              \(login.provider), \(login.policy), \(login.nonce), \(login.codeVerifier), \(login.keyID), \(login.issuer),
+              \(login.createdAt), \(login.expiresAt))
+            """
+        )
+    }
+
+    /// Removes and returns the pending login of `stateHash`, expired or not: one statement, so
+    /// two callbacks racing with one state get it once.
+    public func consume(stateHash: TokenHash) async throws -> PendingLoginRecord? {
+        let rows = try await executor.query(
+            """
+            DELETE FROM pending_logins WHERE state_hash = \(stateHash)
+            RETURNING client_id, redirect_uri, app_state, code_challenge, provider, policy, nonce, code_verifier, key_id, issuer,
+              created_at, expires_at
+            """
+        )
+        guard let row = rows.first else { return nil }
+        return PendingLoginRecord(
+            stateHash: stateHash,
+            clientID: try row.decode(String.self, "client_id"),
+            redirectURI: try row.decode(String.self, "redirect_uri"),
+            appState: try row.decode(String?.self, "app_state") ?? "",
+            codeChallenge: try row.decode(String.self, "code_challenge"),
+            provider: try row.decode(String.self, "provider"),
+            policy: try row.decode(String?.self, "policy"),
+            nonce: try row.decode(String.self, "nonce"),
+            codeVerifier: try row.decode(SealedBlob.self, "code_verifier"),
+            keyID: try row.decode(String.self, "key_id"),
+            issuer: try row.decode(String.self, "issuer"),
+            createdAt: try row.decode(Date.self, "created_at"),
+            expiresAt: try row.decode(Date.self, "expires_at")
+        )
+    }
+
+    /// Removes up to `limit` expired pending logins.
+    public func deleteExpiredLogins(now: Date, limit: Int) async throws -> Int {
+        try await executor.query(
+            """
+            DELETE FROM pending_logins WHERE state_hash IN
+              (SELECT state_hash FROM pending_logins WHERE expires_at <= \(now) LIMIT \(limit))
+            """
+        ).affectedRows
+    }
+
+    // MARK: - Handoff codes
+
+    /// Stores a handoff code for `account`, for the app's client, redirect URI and challenge.
+    public func issueHandoff(
+        codeHash: TokenHash,
+        account: UUID,
+        clientID: String,
+        redirectURI: String,
+        codeChallenge: String,
+        now: Date,
+        expiresAt: Date
+    ) async throws {
+        try await executor.query(
+            """
+            INSERT INTO handoff_codes (code_hash, account_id, client_id, redirect_uri, code_challenge, created_at, expires_at)
+            VALUES (\(codeHash), \(account), \(clientID), \(redirectURI), \(codeChallenge), \(now), \(expiresAt))
+            """
+        )
+    }
+
+    /// The handoff code of `codeHash`, its row locked until the transaction ends.
+    public func lockHandoff(codeHash: TokenHash) async throws -> HandoffCodeRecord? {
+        let rows = try await executor.query(
+            """
+            SELECT account_id, client_id, redirect_uri, code_challenge, expires_at, redeemed_at, session_id
+            FROM handoff_codes WHERE code_hash = \(codeHash) FOR UPDATE
+            """
+        )
+        guard let row = rows.first else { return nil }
+        return HandoffCodeRecord(
+            account: try row.decode(UUID.self, "account_id"),
+            clientID: try row.decode(String.self, "client_id"),
+            redirectURI: try row.decode(String.self, "redirect_uri"),
+            codeChallenge: try row.decode(String.self, "code_challenge"),
+            expiresAt: try row.decode(Date.self, "expires_at"),
+            redeemedAt: try row.decode(Date?.self, "redeemed_at"),
+            session: try row.decode(UUID?.self, "session_id")
+        )
+    }
+
+    /// Removes a handoff code (spent without a session).
+    public func burnHandoff(codeHash: TokenHash) async throws {
+        try await executor.query("DELETE FROM handoff_codes WHERE code_hash = \(codeHash)")
+    }
+
+    /// Marks a handoff code redeemed, with the session it started (a second presentation ends it).
+    public func markRedeemed(codeHash: TokenHash, session: UUID, now: Date) async throws {
+        try await executor.query("UPDATE handoff_codes SET redeemed_at = \(now), session_id = \(session) WHERE code_hash = \(codeHash)")
+    }
+
+    /// Removes up to `limit` expired handoff codes.
+    public func deleteExpiredHandoffs(now: Date, limit: Int) async throws -> Int {
+        try await executor.query(
+            """
+            DELETE FROM handoff_codes WHERE code_hash IN
+              (SELECT code_hash FROM handoff_codes WHERE expires_at <= \(now) LIMIT \(limit))
+            """
+        ).affectedRows
+    }
+}
