@@ -33,6 +33,8 @@ let package = Package(
         // Metrics: the swift-metrics API in the domain, exported as Prometheus text by the app.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Start-up and shutdown of serve's parts as one service group (signals, graceful shutdown).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // Layer 1: C libraries and the smallest shims over what Swift cannot import.
@@ -142,6 +144,8 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             // openapi.yaml links to the repository's API description, served at /openapi.yaml.
             resources: [.embedInCode("openapi.yaml")],

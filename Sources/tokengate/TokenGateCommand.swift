@@ -7,6 +7,10 @@ import TGHTTPClient
 import TGPostgres
 import TGStore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `tokengate`: the command line. Exit codes: 0 success, 1 runtime failure (database unreachable,
 /// migration failed), 2 invalid configuration or usage.
 @main
@@ -48,41 +52,20 @@ struct Serve: AsyncParsableCommand {
         let logger = TokenGateApp.makeLogger(configuration)
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
+        // A client gone mid-answer must not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        let providers = try TokenGateApp.makeProviders(configuration)
+        let gateway: Gateway
         do {
-            let status = try await Migrator(migrations: SchemaMigrations.all).status(database)
-            if status.databaseIsNewer || !status.pending.isEmpty {
-                logger.critical(
-                    "database schema does not match this binary: run `tokengate migrate`",
-                    metadata: ["current": .stringConvertible(status.current), "pending": .stringConvertible(status.pending.count)]
-                )
-                throw ExitCode(1)
-            }
+            gateway = try await Gateway.start(configuration, database: database, providers: providers, logger: logger, handlesSignals: true)
+        } catch let error as Gateway.SchemaMismatch {
+            logger.critical("database schema does not match this binary", metadata: ["problem": .string(error.description)])
+            throw ExitCode(1)
         } catch let error as PostgresError {
             logger.critical("database unreachable", metadata: ["error": .string(error.description)])
             throw ExitCode(1)
         }
-        let providers = try TokenGateApp.makeProviders(configuration)
-        let assembly = try TokenGateApp.assemble(configuration, database: database, providers: providers, logger: logger)
-        let (auth, server, upstreamClients) = (assembly.auth, assembly.server, assembly.upstreamClients)
-        // What this instance caches follows every instance's changes (LISTEN/NOTIFY).
-        let invalidations = Task { await auth.followInvalidations(databaseURL: configuration.database.url?.value ?? "") }
-        defer { invalidations.cancel() }
-        // The sweeper: every instance tries, one at a time does the work (advisory lock).
-        let interval = Duration.seconds(configuration.sweeper.intervalSeconds)
-        let sweeper = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                if Task.isCancelled { break }
-                do {
-                    _ = try await auth.sweep()
-                } catch {
-                    logger.warning("sweep failed; the next one retries", metadata: ["error_type": "\(type(of: error))"])
-                }
-            }
-        }
-        defer { sweeper.cancel() }
-        try await Runtime.serveUntilSignalled(server, logger: logger)
-        for client in upstreamClients.values { client.shutdown() }
+        try await gateway.run()
     }
 }
 
