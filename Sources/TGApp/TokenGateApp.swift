@@ -180,18 +180,21 @@ public enum TokenGateApp {
         metrics: TokenGateMetrics? = nil,
         logger: Logger
     ) -> HTTPServer {
-        let settings = serverSettings(configuration, logger: logger)
+        var settings = serverSettings(configuration, logger: logger)
         let loops = EventLoopGroup(count: settings.threads)
+        let router = makeRouter(
+            configuration,
+            database: database,
+            providers: providers,
+            auth: auth,
+            upstreamClients: upstreamClients,
+            metrics: metrics,
+            loops: loops
+        )
+        // The body limits and deadlines routes declared (an API's), read as each request's head arrives.
+        settings.limits = { method, path in router.requestLimits(method, path: path) }
         let application = Application(
-            router: makeRouter(
-                configuration,
-                database: database,
-                providers: providers,
-                auth: auth,
-                upstreamClients: upstreamClients,
-                metrics: metrics,
-                loops: loops
-            ),
+            router: router,
             logger: logger,
             accessLog: configuration.log.accessLog,
             trustedProxies: TrustedProxies(configuration.server.trustedProxies),
@@ -217,37 +220,6 @@ public enum TokenGateApp {
         settings.requestTimeout = .seconds(server.requestTimeoutSeconds)
         settings.drainTimeout = .seconds(server.drainTimeoutSeconds)
         settings.diagnosticsSink = { message in logger.debug("libmicrohttpd", metadata: ["detail": .string(message)]) }
-        // Calls to an API take its body limit, and its timeout plus a margin so that the proxy's
-        // own 504 answers first; their bodies stream to the API as they arrive (ProxyUpload).
-        // By name's bytes, the first of a name winning (as the proxy's lookup): compared in place,
-        // without a string or a hash per request.
-        let upstreams = configuration.upstreams.map { upstream in
-            (
-                name: Array(upstream.name.utf8),
-                limits: HTTPServer.RequestLimits(
-                    maxBodySize: upstream.maxBodyBytes,
-                    requestTimeout: .seconds(upstream.timeoutSeconds + 5),
-                    streamsBody: true,
-                    buffersBodiesUpTo: ProxyRoutes.smallBody
-                )
-            )
-        }
-        if !upstreams.isEmpty {
-            settings.limits = { _, path in
-                // On the path's bytes in place: every request's path is checked here.
-                path.withUTF8Bytes { bytes -> HTTPServer.RequestLimits? in
-                    let prefix: StaticString = "/api/"
-                    guard bytes.count > prefix.utf8CodeUnitCount, memcmp(bytes.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
-                    else { return nil }
-                    let name = UnsafeBufferPointer(rebasing: bytes[prefix.utf8CodeUnitCount...])
-                    let end = memchr(name.baseAddress!, Int32(UInt8(ascii: "/")), name.count).map {
-                        UnsafeRawPointer(name.baseAddress!).distance(to: UnsafeRawPointer($0))
-                    }
-                    let given = UnsafeBufferPointer(rebasing: name[..<(end ?? name.count)])
-                    return upstreams.first { $0.name.elementsEqual(given) }?.limits
-                }
-            }
-        }
         return settings
     }
 

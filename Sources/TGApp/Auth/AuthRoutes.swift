@@ -12,11 +12,13 @@ enum AuthRoutes {
     }
 
     static func add(to router: inout Router, service: AuthService, limits: Limits) {
+        // The session a bearer token names, for the routes that need one.
+        let session = RoutePolicy(session: { request in try await service.authenticate(accessToken: try bearer(request)) })
         router.add(
             .get,
             "/auth/login",
-            .async { request, info in
-                try admit(limits.login, info)
+            policy: RoutePolicy(rateLimit: limits.login),
+            .async { request, _ in
                 let url = try await service.beginLogin(try LoginRequest(parameters: request.queryItems))
                 if wantsJSON(request) { return json(.ok, ["authorization_url": url]) }
                 return redirect(to: url)
@@ -33,14 +35,8 @@ enum AuthRoutes {
         router.add(
             .post,
             "/auth/token",
-            .async { request, info in
-                if let wait = limits.token.admit(info.clientAddress ?? "-") {
-                    var response = OAuthError(.temporarilyUnavailable, "Too many requests; try again later.", retryAfter: wait).response()
-                    response.status = .tooManyRequests
-                    return response
-                }
-                return try await TokenEndpoint.handle(request, service: service)
-            }
+            policy: RoutePolicy(rateLimit: limits.token, refusal: .oauth),
+            .async { request, _ in try await TokenEndpoint.handle(request, service: service) }
         )
         router.add(
             .post,
@@ -87,8 +83,9 @@ enum AuthRoutes {
         router.add(
             .get,
             "/auth/me",
-            .async { request, _ in
-                let context = try await service.authenticate(accessToken: try bearer(request))
+            policy: session,
+            .async { _, info in
+                let context = try info.requireSession()
                 var body = try accountObject(context.account)
                 body["session_expires_at"] = ISO8601DateFormatter().string(from: context.expiresAt)
                 return json(.ok, body)
@@ -97,8 +94,9 @@ enum AuthRoutes {
         router.add(
             .get,
             "/auth/accounts",
-            .async { request, _ in
-                let context = try await service.authenticate(accessToken: try bearer(request))
+            policy: session,
+            .async { _, info in
+                let context = try info.requireSession()
                 let accounts = try await service.deviceAccounts(context).map { entry in
                     var object = try accountObject(entry.account)
                     object["current"] = entry.isCurrent
@@ -110,8 +108,9 @@ enum AuthRoutes {
         router.add(
             .delete,
             "/auth/accounts/{id}",
-            .async { request, info in
-                let context = try await service.authenticate(accessToken: try bearer(request))
+            policy: session,
+            .async { _, info in
+                let context = try info.requireSession()
                 try await service.removeAccount(try accountID(info.parameters["id"] ?? ""), context: context)
                 return ServerResponse(status: .noContent, headerFields: [.cacheControl: "no-store"])
             }
@@ -119,10 +118,6 @@ enum AuthRoutes {
     }
 
     // MARK: - Request reading
-
-    static func admit(_ limiter: RateLimiter, _ info: RequestInfo) throws {
-        if let wait = limiter.admit(info.clientAddress ?? "-") { throw RateLimiter.tooManyRequests(retryAfter: wait) }
-    }
 
     /// The bearer token of `Authorization` (RFC 6750 §2.1).
     static func bearer(_ request: ServerRequest) throws -> String {

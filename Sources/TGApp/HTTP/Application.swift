@@ -59,6 +59,10 @@ public final class Application: Sendable {
             return .response(finish(Problem.methodNotAllowed(allowed).response(), request, info, .unmatched, started))
         case .found(let route, let parameters):
             info.parameters = parameters
+            // The route's policy, before its handler: the rate limit here, the session below.
+            if let limiter = route.policy.rateLimit, let wait = limiter.admit(info.clientAddress ?? "-") {
+                return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
+            }
             switch route.handler {
             case .sync(let handler):
                 return .response(finish(handler(request, info), request, info, route.name, started))
@@ -66,9 +70,12 @@ public final class Application: Sendable {
                 let call = LoopCall(app: self, handler: handler, request: request, info: info, route: route.name, started: started)
                 return .deferred { [call] responder in call.start(responder) }
             case .async(let handler):
+                let session = route.policy.session
                 return .async { [info] request in
+                    var info = info
                     let response: ServerResponse
                     do {
+                        if let session { info.session = try await session(request) }
                         response = try await handler(request, info)
                     } catch {
                         response = self.answer(error, requestID: info.requestID, route: route.pattern)

@@ -1,5 +1,6 @@
 public import HTTPTypes
 import Synchronization
+public import TGAuth
 public import TGHTTPServer
 
 #if canImport(Glibc)
@@ -15,6 +16,8 @@ public struct RequestInfo: Sendable {
     public var parameters: RouteParameters
     /// The client's address as TokenGate sees it.
     public var clientAddress: String?
+    /// The session the bearer token names, for a route whose policy requires one.
+    public var session: SessionContext?
 
     public init(requestID: String, parameters: RouteParameters = [:], clientAddress: String? = nil) {
         self.requestID = requestID
@@ -80,6 +83,7 @@ public struct Router: Sendable {
         var method: HTTPRequest.Method
         var name: RouteName
         var handler: Handler
+        var policy: RoutePolicy
         var pattern: String { name.pattern }
     }
 
@@ -106,6 +110,9 @@ public struct Router: Sendable {
     /// skips the hash lookup (every API call's path is a pattern's).
     private var literalLengths: UInt64 = 0
     private var patterns: [Pattern] = []
+    /// The body limits and deadlines routes declared, by pattern (a pattern's limits apply to
+    /// every method of it). Few: looked up by scanning.
+    private var limited: [(segments: [Segment], limits: RouteLimits)] = []
 
     /// Route numbers are unique in the process: two routers (tests build many) never give one
     /// number to two patterns that might share a metrics registry.
@@ -122,9 +129,10 @@ public struct Router: Sendable {
 
     /// Adds a route. `pattern` is a path such as `/auth/token`, `/auth/accounts/{id}` or
     /// `/api/{upstream}/**`.
-    public mutating func add(_ method: HTTPRequest.Method, _ pattern: String, _ handler: Handler) {
+    /// `policy`: what the route requires before its handler runs (rate limit, session, limits).
+    public mutating func add(_ method: HTTPRequest.Method, _ pattern: String, policy: RoutePolicy = .none, _ handler: Handler) {
         let number = Self.routeNumbers.add(1, ordering: .relaxed).newValue
-        let route = Route(method: method, name: RouteName(pattern: pattern, id: number), handler: handler)
+        let route = Route(method: method, name: RouteName(pattern: pattern, id: number), handler: handler, policy: policy)
         let segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { segment -> Segment in
             if segment == "**" { return .rest }
             if segment.hasPrefix("{"), segment.hasSuffix("}") { return .parameter(String(segment.dropFirst().dropLast())) }
@@ -135,6 +143,11 @@ public struct Router: Sendable {
             return segment == .rest ? "rest" : nil
         }
         precondition(Set(names).count == names.count, "\(pattern): a pattern names each parameter once")
+        precondition(
+            policy.session == nil || handler.isAsync,
+            "\(pattern): a route that requires a session must be async (it may query the database)"
+        )
+        if let limits = policy.limits, !limited.contains(where: { $0.segments == segments }) { limited.append((segments, limits)) }
         guard segments.contains(where: { !$0.isLiteral }) else {
             literal[pattern, default: []].append(route)
             literalLengths |= 1 << min(63, pattern.utf8.count)
@@ -220,10 +233,60 @@ public struct Router: Sendable {
         return start == bytes.count ? parameters : nil
     }
 
+    /// The body limit and deadline a route declared for a request to `path`, if any: asked by
+    /// the server when a request's head arrives, so on the path's bytes in place, without a
+    /// string, a dictionary or an allocation (every request comes through here).
+    public func requestLimits(_ method: HTTPRequest.Method, path: Substring) -> HTTPServer.RequestLimits? {
+        guard !limited.isEmpty else { return nil }
+        return path.withUTF8Bytes { bytes in
+            for entry in limited {
+                if let limits = Self.limits(entry.segments, entry.limits, bytes) { return limits }
+            }
+            return nil
+        }
+    }
+
+    private static func limits(_ pattern: [Segment], _ limits: RouteLimits, _ bytes: UnsafeBufferPointer<UInt8>) -> HTTPServer.RequestLimits? {
+        var found: HTTPServer.RequestLimits?
+        if case .fixed(let fixed) = limits { found = fixed }
+        var start = 0
+        for index in pattern.indices {
+            if case .rest = pattern[index] { return found }
+            if index > 0 {
+                guard start != bytes.count, bytes[start] == UInt8(ascii: "/") else { return nil }
+                start += 1
+            }
+            var end = start
+            while end < bytes.count, bytes[end] != UInt8(ascii: "/") { end += 1 }
+            let actual = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            switch pattern[index] {
+            case .literal(let text):
+                guard Self.equal(actual, text) else { return nil }
+            case .parameter(let name):
+                guard !actual.isEmpty else { return nil }
+                if case .byParameter(name, let table) = limits {
+                    guard let entry = table.first(where: { $0.value.elementsEqual(actual) }) else { return nil }
+                    found = entry.limits
+                }
+            case .rest:
+                return found
+            }
+            start = end
+        }
+        return start == bytes.count ? found : nil
+    }
+
     private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ text: Substring) -> Bool {
         text.withUTF8Bytes { literal in
             literal.count == bytes.count && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.baseAddress!, bytes.count) == 0)
         }
+    }
+}
+
+extension Router.Handler {
+    fileprivate var isAsync: Bool {
+        if case .async = self { return true }
+        return false
     }
 }
 

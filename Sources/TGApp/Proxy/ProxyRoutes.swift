@@ -105,8 +105,30 @@ final class ProxyRoutes: Sendable {
             ),
             metrics: metrics
         )
+        // Calls to an API take its body limit, and its timeout plus a margin so that the proxy's
+        // own 504 answers first; their bodies stream to the API as they arrive (ProxyUpload).
+        // By name's bytes, the first of a name winning (as the proxy's lookup).
+        let limits = RouteLimits.byParameter(
+            "upstream",
+            upstreams.map { upstream in
+                (
+                    value: Array(upstream.settings.name.utf8),
+                    limits: HTTPServer.RequestLimits(
+                        maxBodySize: upstream.settings.maxBodyBytes,
+                        requestTimeout: .seconds(upstream.settings.timeoutSeconds + 5),
+                        streamsBody: true,
+                        buffersBodiesUpTo: smallBody
+                    )
+                )
+            }
+        )
         for method in methods {
-            router.add(method, "/api/{upstream}/**", .loop { request, info, responder in routes.forwardFromLoop(request, info, responder) })
+            router.add(
+                method,
+                "/api/{upstream}/**",
+                policy: RoutePolicy(limits: limits),
+                .loop { request, info, responder in routes.forwardFromLoop(request, info, responder) }
+            )
         }
     }
 
