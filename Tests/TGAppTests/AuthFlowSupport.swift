@@ -1,6 +1,8 @@
 import Foundation
+import HTTPTypes
 import Logging
 import TGApp
+import TGAppTesting
 import TGAuth
 import TGBase
 import TGHTTPClient
@@ -23,9 +25,19 @@ final class ManualClock: @unchecked Sendable {
     var authClock: WallClock { WallClock { [self] in now } }
 }
 
-/// TokenGate serving the auth flow over real sockets, against a fake identity provider and a
-/// database of its own; the app side is played with the system curl.
+/// TokenGate serving the auth flow, against a fake identity provider (a real HTTP server:
+/// TokenGate calls it with libcurl) and a database of its own. The app's side is played
+/// in-process (TGAppTesting's `TestClient`, through the code a served request takes) or, with
+/// `transport: .sockets`, with the system curl over real sockets.
 struct AuthFlowHarness {
+    /// How the app's requests reach TokenGate.
+    enum Transport {
+        /// In-process, without sockets: for what a test proves about routing and the domain.
+        case inProcess
+        /// Over real sockets with the system curl: for what a test proves about the wire.
+        case sockets
+    }
+
     static let appClient = "com.example.app"
     static let appRedirect = "com.example.app:/oauth2redirect"
     static let otherClient = "org.example.other"
@@ -43,6 +55,9 @@ struct AuthFlowHarness {
     let graph: FakeGraphAPI?
     let configuration: TokenGateConfiguration
     let providers: [OpenIDProvider]
+    let transport: Transport
+    /// The first instance's application, in-process.
+    let client: TestClient
     var baseURL: String { server.baseURL }
 
     /// Runs `body` with a started harness; stops everything afterwards. With `withGraphAPI`, a
@@ -64,6 +79,7 @@ struct AuthFlowHarness {
         databaseURL fixedURL: String? = nil,
         /// The app client's `post_logout_redirect_uris`.
         postLogoutRedirectURIs: [String] = [],
+        transport: Transport = .inProcess,
         _ body: (AuthFlowHarness) async throws -> Void
     ) async throws {
         func work(_ database: PostgresClient, _ url: String) async throws {
@@ -108,7 +124,9 @@ struct AuthFlowHarness {
                 databaseURL: url,
                 graph: graph,
                 configuration: configuration,
-                providers: providers
+                providers: providers,
+                transport: transport,
+                client: main.client
             )
             do {
                 try await body(harness)
@@ -136,6 +154,8 @@ struct AuthFlowHarness {
     /// One TokenGate instance: server, auth service, cache follower and API clients.
     struct Instance {
         let server: HTTPServer
+        /// What `server` serves, driven in-process.
+        let client: TestClient
         let auth: AuthService
         let follower: Task<Void, Never>
         let upstreamClients: [String: HTTPClient]
@@ -163,7 +183,8 @@ struct AuthFlowHarness {
             try assembly.server.start()
             let auth = assembly.auth
             let follower = Task { await auth.followInvalidations(databaseURL: databaseURL) }
-            return Instance(server: assembly.server, auth: auth, follower: follower, upstreamClients: assembly.upstreamClients)
+            let client = TestClient(assembly.application, authority: "127.0.0.1:\(assembly.server.port)")
+            return Instance(server: assembly.server, client: client, auth: auth, follower: follower, upstreamClients: assembly.upstreamClients)
         }
 
         func stop() async {
@@ -226,8 +247,8 @@ struct AuthFlowHarness {
         fake.configure { $0.fakeUser = user }
         let atProvider = try await fake.followAuthorization(url, using: http)
         let callback = try #require(atProvider.destination)
-        let result = try await curl(["-i", callback])
-        let location = try #require(result.header("Location"), "callback answered \(result.status ?? 0): \(result.body)")
+        let result = try await call(callback)
+        let location = try #require(result.header("Location"), "callback answered \(result.status): \(result.body)")
         return (location, FakeIdentityProvider.queryParameters(of: location))
     }
 
@@ -251,35 +272,104 @@ struct AuthFlowHarness {
         return decodeJSON(result.body)
     }
 
-    func refresh(_ refreshToken: String, clientID: String = appClient) async throws -> CurlResult {
+    func refresh(_ refreshToken: String, clientID: String = appClient) async throws -> TestResponse {
         try await post("/auth/token", form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)])
     }
 
     // MARK: - HTTP
 
-    func get(_ path: String, query: [(String, String)] = [], bearer: String? = nil, headers: [String] = []) async throws -> CurlResult {
-        var arguments = ["-i", baseURL + path + (query.isEmpty ? "" : "?" + FormURLEncoding.encode(query.map { (name: $0.0, value: $0.1) }))]
-        if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
-        for header in headers { arguments += ["-H", header] }
-        return try await curl(arguments)
+    /// `GET path?query` from the app, by the harness's transport, to the first instance or to
+    /// `instance`.
+    func get(
+        _ path: String,
+        query: [(String, String)] = [],
+        bearer: String? = nil,
+        headers: [String] = [],
+        at instance: Instance? = nil
+    ) async throws -> TestResponse {
+        let target = path + (query.isEmpty ? "" : "?" + FormURLEncoding.encode(query.map { (name: $0.0, value: $0.1) }))
+        switch transport {
+        case .inProcess:
+            return await (instance?.client ?? client).get(target, bearer: bearer, headers: try Self.fields(headers))
+        case .sockets:
+            var arguments = ["-i", (instance?.baseURL ?? baseURL) + target]
+            if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
+            for header in headers { arguments += ["-H", header] }
+            return TestResponse(try await curl(arguments))
+        }
     }
 
-    func post(_ path: String, form: [(String, String)], bearer: String? = nil) async throws -> CurlResult {
-        var arguments = [
-            "-i", "-X", "POST", baseURL + path, "-H", "Content-Type: application/x-www-form-urlencoded",
-            "--data-raw", FormURLEncoding.encode(form.map { (name: $0.0, value: $0.1) }),
-        ]
-        if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
-        return try await curl(arguments)
+    /// `POST path` with a form body from the app, by the harness's transport.
+    func post(_ path: String, form: [(String, String)], bearer: String? = nil) async throws -> TestResponse {
+        switch transport {
+        case .inProcess:
+            return await client.post(path, form: form, bearer: bearer)
+        case .sockets:
+            var arguments = [
+                "-i", "-X", "POST", baseURL + path, "-H", "Content-Type: application/x-www-form-urlencoded",
+                "--data-raw", FormURLEncoding.encode(form.map { (name: $0.0, value: $0.1) }),
+            ]
+            if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
+            return TestResponse(try await curl(arguments))
+        }
     }
 
-    func delete(_ path: String, bearer: String) async throws -> CurlResult {
-        try await curl(["-i", "-X", "DELETE", baseURL + path, "-H", "Authorization: Bearer \(bearer)"])
+    /// `DELETE path` from the app, by the harness's transport.
+    func delete(_ path: String, bearer: String) async throws -> TestResponse {
+        switch transport {
+        case .inProcess: return await client.delete(path, bearer: bearer)
+        case .sockets: return TestResponse(try await curl(["-i", "-X", "DELETE", baseURL + path, "-H", "Authorization: Bearer \(bearer)"]))
+        }
+    }
+
+    /// `url` (a URL of this instance's, such as the callback the provider sent the browser to),
+    /// with `method` and, when given, a form body; by the harness's transport.
+    func call(_ url: String, method: HTTPRequest.Method = .get, form: [(String, String)]? = nil) async throws -> TestResponse {
+        let body = form.map { FormURLEncoding.encode($0.map { (name: $0.0, value: $0.1) }) }
+        guard transport == .inProcess else {
+            var arguments = [method == .head ? "-I" : "-i", "-X", method.rawValue, url]
+            if let body { arguments += ["-H", "Content-Type: application/x-www-form-urlencoded", "--data-raw", body] }
+            return TestResponse(try await curl(arguments))
+        }
+        #expect(url.hasPrefix(baseURL + "/"), "not TokenGate's: \(url)")
+        let target = String(url.dropFirst(baseURL.count))
+        guard let body else { return await client.execute(uri: target, method: method) }
+        return await client.execute(
+            uri: target,
+            method: method,
+            headers: [.contentType: "application/x-www-form-urlencoded"],
+            body: Array(body.utf8)
+        )
+    }
+
+    /// `Name: value` lines as fields.
+    static func fields(_ lines: [String]) throws -> HTTPFields {
+        var fields = HTTPFields()
+        for line in lines {
+            let colon = try #require(line.firstIndex(of: ":"), "not a header line: \(line)")
+            let name = try #require(HTTPField.Name(String(line[..<colon])))
+            fields.append(HTTPField(name: name, value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        return fields
     }
 
     /// A count from the database (`SELECT count(*) AS n FROM …`).
     func count(_ query: PostgresQuery) async throws -> Int {
         try await database.query(query).first?.decode(Int.self, "n") ?? -1
+    }
+}
+
+extension TestResponse {
+    /// What the system curl run with `-i` got: status, the head's fields, the body.
+    init(_ result: CurlResult) {
+        var fields = HTTPFields()
+        if let end = result.stdout.range(of: "\r\n\r\n") {
+            for line in result.stdout[..<end.lowerBound].split(separator: "\r\n").dropFirst() {
+                guard let colon = line.firstIndex(of: ":"), let name = HTTPField.Name(String(line[..<colon])) else { continue }
+                fields.append(HTTPField(name: name, value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            }
+        }
+        self.init(status: result.status ?? 0, headerFields: fields, bytes: Array(result.body.utf8))
     }
 }
 
@@ -299,13 +389,20 @@ extension CurlResult {
     var json: [String: Any] { decodeJSON(body) }
 }
 
-/// Polls `condition` for up to ten seconds (for what happens in the background: another
-/// process, a refresh ahead of expiry).
-func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-    for _ in 0..<200 {
+/// Polls `condition` every `interval` for up to ten seconds (for what happens in the background:
+/// another process, a refresh ahead of expiry). The conditions are cheap (a counter, a query), so
+/// the poll is short: a test waits about as long as the work takes, not a poll's period more.
+func eventually(
+    _ what: String,
+    every interval: Duration = .milliseconds(5),
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
         if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Task.sleep(for: interval)
     }
+    if try await condition() { return }
     Issue.record("timed out waiting until \(what)")
     throw CancellationError()
 }

@@ -1,4 +1,6 @@
 import Foundation
+import HTTPTypes
+import TGAppTesting
 import TGAuth
 import TGTesting
 import Testing
@@ -45,10 +47,10 @@ import Testing
             harness.clock.advance(by: 100)
             harness.fake.misbehave(.error(code: "invalid_grant"), grantType: "refresh_token")
             #expect(try await harness.get("/api/graph/me", bearer: token).status == 401)
-            _ = try await curl(["-X", "FROB", harness.baseURL + "/nowhere"])
+            _ = await harness.client.execute(uri: "/nowhere", method: try #require(HTTPRequest.Method("FROB")))
             _ = try await harness.auth.sweep()
 
-            let scrape = try await curl(["-i", harness.baseURL + "/metrics"])
+            let scrape = try await harness.get("/metrics")
             #expect(scrape.status == 200)
             #expect(scrape.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
             let samples = try await Self.parse(scrape.body)

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGAppTesting
 import TGAuth
 import TGHTTPClient
 import TGPostgres
@@ -70,7 +71,7 @@ import Testing
             let before = harness.fake.refreshCount
             #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
             let second = try harness.startInstance()
-            let other = try await curl(["-i", second.baseURL + "/api/graph/me", "-H", "Authorization: Bearer \(token)"])
+            let other = try await harness.get("/api/graph/me", bearer: token, at: second)
             #expect(other.status == 200)
             #expect(harness.fake.refreshCount == before)
             await second.stop()
@@ -89,16 +90,16 @@ import Testing
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             let second = try harness.startInstance()
-            let warm = try await curl(["-i", second.baseURL + "/api/graph/me", "-H", "Authorization: Bearer \(token)"])
+            let warm = try await harness.get("/api/graph/me", bearer: token, at: second)
             #expect(warm.status == 200)
             #expect(second.auth.cache.counts.sessions == 1)
             #expect(try await harness.post("/auth/logout", form: [], bearer: token).status == 200)
             let started = ContinuousClock.now
             var status: Int?
             while ContinuousClock.now - started < .seconds(3) {
-                status = try await curl(["-i", second.baseURL + "/api/graph/me", "-H", "Authorization: Bearer \(token)"]).status
+                status = try await harness.get("/api/graph/me", bearer: token, at: second).status
                 if status == 401 { break }
-                try await Task.sleep(for: .milliseconds(20))
+                try await Task.sleep(for: .milliseconds(5))
             }
             #expect(status == 401)
             #expect(ContinuousClock.now - started < .seconds(1))
@@ -146,7 +147,7 @@ import Testing
     @Test func tokenExchangeGivesTheUpstreamTokenForAResourceOrScope() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph + ", token_exchange: true") { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
-            func exchange(_ extra: [(String, String)], subject: String? = nil) async throws -> CurlResult {
+            func exchange(_ extra: [(String, String)], subject: String? = nil) async throws -> TestResponse {
                 try await harness.post(
                     "/auth/token",
                     form: [
