@@ -47,6 +47,8 @@ import Glibc
                 try await harness.count("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted") > 0
             }
             let waiting = Task { try await harness.get("/api/graph/me", bearer: token) }
+            // Slept, not told: the grant's lock is taken by polling pg_try_advisory_lock
+            // (PostgresAdvisoryLocks.swift), so a waiter leaves nothing to see in pg_locks.
             try await Task.sleep(for: .milliseconds(300))
             kill(process.value.processIdentifier, SIGKILL)
             let killedAt = ContinuousClock.now
