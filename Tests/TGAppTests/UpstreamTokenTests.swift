@@ -22,12 +22,16 @@ import Testing
 
     static let graph = ", path_prefixes: [\"/me\"]"
 
-    /// `count` concurrent GETs spread over `instances`; their statuses.
-    static func storm(_ harness: AuthFlowHarness, _ instances: [String], token: String, count: Int) async throws -> [Int] {
+    /// `count` concurrent GETs spread over `instances` (nil: the first), by the harness's
+    /// transport (over sockets with the harness's libcurl client, not a curl process per call);
+    /// their statuses.
+    static func storm(_ harness: AuthFlowHarness, _ instances: [AuthFlowHarness.Instance?], token: String, count: Int) async throws -> [Int] {
         try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<count {
-                let base = instances[index % instances.count]
+                let instance = instances[index % instances.count]
+                let base = instance?.baseURL ?? harness.baseURL
                 group.addTask {
+                    if harness.transport == .inProcess { return try await harness.get("/api/graph/me", bearer: token, at: instance).status }
                     let request = HTTPRequest(
                         method: .get,
                         scheme: "http",
@@ -50,12 +54,12 @@ import Testing
             if providerDelay > .zero { harness.fake.misbehave(.delay(providerDelay), .untilReset, grantType: "refresh_token") }
             let before = harness.fake.refreshCount
             // First use: no upstream token yet.
-            let first = try await Self.storm(harness, [harness.baseURL, second.baseURL], token: token, count: 200)
+            let first = try await Self.storm(harness, [nil, second], token: token, count: 200)
             #expect(first.filter { $0 == 200 }.count == 200, "\(Dictionary(grouping: first, by: { $0 }).mapValues(\.count))")
             #expect(harness.fake.refreshCount == before + 1)
             // The token nears its expiry: one refresh again, with the rotated refresh token.
             harness.clock.advance(by: 100)
-            let again = try await Self.storm(harness, [harness.baseURL, second.baseURL], token: token, count: 200)
+            let again = try await Self.storm(harness, [nil, second], token: token, count: 200)
             #expect(again.filter { $0 == 200 }.count == 200, "\(Dictionary(grouping: again, by: { $0 }).mapValues(\.count))")
             #expect(harness.fake.refreshCount == before + 2)
             await second.stop()
