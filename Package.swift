@@ -230,6 +230,16 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // Test support that drives the app in-process, without sockets (TestClient).
+        .target(
+            name: "TGAppTesting",
+            dependencies: [
+                "TGApp", "TGHTTPServer", "TGBase",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         .testTarget(
             name: "TGBaseTests",
             dependencies: ["TGBase"],
@@ -281,7 +291,8 @@ let package = Package(
         .testTarget(
             name: "TGAppTests",
             dependencies: [
-                "TGApp", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGStore", "TGTesting", "TGBase",
+                "TGApp", "TGAppTesting", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGStore", "TGTesting", "TGBase",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strictSettings

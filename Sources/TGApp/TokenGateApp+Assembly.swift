@@ -12,6 +12,9 @@ extension TokenGateApp {
     public struct Assembly: Sendable {
         public let auth: AuthService
         public let server: HTTPServer
+        /// What ``server`` serves; tests also answer requests with it in-process
+        /// (``Application/respond(to:)``).
+        public let application: Application
         /// Shut them down after the server.
         public let upstreamClients: [String: HTTPClient]
         public let metrics: TokenGateMetrics
@@ -27,7 +30,7 @@ extension TokenGateApp {
         let metrics = TokenGateMetrics()
         let auth = try makeAuthService(configuration, database: database, providers: providers, logger: logger, clock: clock, metrics: metrics.auth)
         let upstreamClients = makeUpstreamClients(configuration)
-        let server = makeServer(
+        let (server, application) = makeServedApplication(
             configuration,
             database: database,
             providers: providers,
@@ -36,6 +39,6 @@ extension TokenGateApp {
             metrics: metrics,
             logger: logger
         )
-        return Assembly(auth: auth, server: server, upstreamClients: upstreamClients, metrics: metrics)
+        return Assembly(auth: auth, server: server, application: application, upstreamClients: upstreamClients, metrics: metrics)
     }
 }

@@ -180,6 +180,28 @@ public enum TokenGateApp {
         metrics: TokenGateMetrics? = nil,
         logger: Logger
     ) -> HTTPServer {
+        makeServedApplication(
+            configuration,
+            database: database,
+            providers: providers,
+            auth: auth,
+            upstreamClients: upstreamClients,
+            metrics: metrics,
+            logger: logger
+        ).server
+    }
+
+    /// ``makeServer(_:database:providers:auth:upstreamClients:metrics:logger:)`` and the
+    /// application it serves (which tests also drive in-process, ``Application/respond(to:)``).
+    static func makeServedApplication(
+        _ configuration: TokenGateConfiguration,
+        database: PostgresClient,
+        providers: [OpenIDProvider] = [],
+        auth: AuthService? = nil,
+        upstreamClients: [String: HTTPClient] = [:],
+        metrics: TokenGateMetrics? = nil,
+        logger: Logger
+    ) -> (server: HTTPServer, application: Application) {
         var settings = serverSettings(configuration, logger: logger)
         let loops = EventLoopGroup(count: settings.threads)
         let router = makeRouter(
@@ -200,7 +222,8 @@ public enum TokenGateApp {
             trustedProxies: TrustedProxies(configuration.server.trustedProxies),
             metrics: metrics
         )
-        return HTTPServer(configuration: settings, loops: loops, stopsLoops: true, handler: application.makeHandler())
+        let server = HTTPServer(configuration: settings, loops: loops, stopsLoops: true, handler: application.makeHandler())
+        return (server, application)
     }
 
     static func serverSettings(_ configuration: TokenGateConfiguration, logger: Logger) -> HTTPServer.Configuration {

@@ -2,22 +2,44 @@ import CMicroHTTPD
 public import TGEventLoop
 
 /// Answers a request whose handler replied ``HTTPServer/Reply/deferred(_:)``.
+///
+/// A served request's responder completes the request on its connection. A responder made with
+/// ``init(inProcess:)`` has no connection: it hands the answer to a closure (the in-process entry
+/// of TGApp's `Application`, which tests drive without sockets).
 public struct LoopResponder: Sendable {
-    let server: HTTPServer
-    let context: RequestContext
+    /// Where the answer goes: the connection that carries the request, or a closure.
+    enum Backing: Sendable {
+        case connection(HTTPServer, RequestContext)
+        case inProcess(@Sendable (ServerResponse) -> Void)
+    }
 
-    /// The loop the request is served on.
-    public var loop: EventLoop { context.daemon.loop }
+    let backing: Backing
+
+    /// The loop the request is served on (nil for an in-process responder).
+    public var loop: EventLoop? {
+        guard case .connection(_, let context) = backing else { return nil }
+        return context.daemon.loop
+    }
 
     init(server: HTTPServer, context: RequestContext) {
-        self.server = server
-        self.context = context
+        backing = .connection(server, context)
+    }
+
+    /// A responder without a connection, for a request answered in-process (tests): `deliver`
+    /// receives every answer ``respond(_:)`` is given. Invariant the caller keeps: it keeps the
+    /// first answer only, as a served request's connection does, and the request it answers was
+    /// made without a server (its `loop` is nil), so no handler counts on a loop to answer from.
+    public init(inProcess deliver: @escaping @Sendable (ServerResponse) -> Void) {
+        backing = .inProcess(deliver)
     }
 
     /// Sends `response` (the first answer wins; a later one, or one after the request's deadline
     /// answered 503, is dropped). From any thread; on ``loop`` there is no hop.
     public func respond(_ response: ServerResponse) {
-        server.complete(context, with: response)
+        switch backing {
+        case .connection(let server, let context): server.complete(context, with: response)
+        case .inProcess(let deliver): deliver(response)
+        }
     }
 }
 

@@ -3,11 +3,30 @@ import CMicroHTTPD
 /// Writes the chunks of a streamed response body. Writing waits while the client is behind
 /// (back-pressure), and throws ``HTTPServerError/clientGone`` once the connection is closed.
 public struct ResponseBodyWriter: Sendable {
-    let stream: ResponseStream
+    /// Where the chunks go: a connection's stream, or a closure (an in-process answer).
+    enum Backing: Sendable {
+        case stream(ResponseStream)
+        case inProcess(@Sendable ([UInt8]) async throws -> Void)
+    }
+
+    let backing: Backing
+
+    init(stream: ResponseStream) {
+        backing = .stream(stream)
+    }
+
+    /// A writer without a connection, for draining a streamed body in-process (tests): `accept`
+    /// receives each chunk; throwing from it ends the body as a closed connection would.
+    public init(inProcess accept: @escaping @Sendable ([UInt8]) async throws -> Void) {
+        backing = .inProcess(accept)
+    }
 
     /// Queues `bytes` for sending; returns once they are buffered below the high-water mark.
     public func write(_ bytes: [UInt8]) async throws {
-        try await stream.write(bytes)
+        switch backing {
+        case .stream(let stream): try await stream.write(bytes)
+        case .inProcess(let accept): try await accept(bytes)
+        }
     }
 }
 

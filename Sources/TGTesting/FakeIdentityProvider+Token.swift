@@ -24,9 +24,13 @@ extension FakeEndpoints {
         let delay = misbehaviours.reduce(Duration.zero) { total, misbehaviour in
             if case .delay(let delay) = misbehaviour { total + delay } else { total }
         }
-        guard delay > .zero else { return .response(tokenResponse(request, pairs, isForm: isForm, misbehaviours)) }
+        let gates = misbehaviours.compactMap { misbehaviour in
+            if case .held(let gate) = misbehaviour { gate } else { nil }
+        }
+        guard delay > .zero || !gates.isEmpty else { return .response(tokenResponse(request, pairs, isForm: isForm, misbehaviours)) }
         return .async { request in
-            try? await Task.sleep(for: delay)
+            if delay > .zero { try? await Task.sleep(for: delay) }
+            for gate in gates { await gate.wait() }
             return self.tokenResponse(request, pairs, isForm: isForm, misbehaviours)
         }
     }

@@ -136,6 +136,9 @@ extension FakeIdentityProvider {
         /// Waits this long before answering (inside an async reply; no server thread blocks).
         /// Past 30 seconds the server's request timeout answers 503 first.
         case delay(Duration)
+        /// Answers once the test opens `gate` (inside an async reply; no server thread blocks):
+        /// the test looks at what happens while the answer is held, then releases it.
+        case held(ProviderGate)
         /// A 200 answer without `access_token`.
         case missingAccessToken
         /// A 200 answer whose `token_type` is this (e.g. `"mac"`).

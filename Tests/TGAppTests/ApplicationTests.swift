@@ -1,11 +1,14 @@
 import Foundation
 import HTTPTypes
+import TGAppTesting
 import TGHTTPServer
 import TGTesting
 import Testing
 
 @testable import TGApp
 
+/// Routing, errors, request ids and the access log, in-process (TGAppTesting's `TestClient`);
+/// what reaches the wire (HEAD, the request id's header line) over real sockets with curl.
 @Suite struct ApplicationTests {
     struct Boom: Error {}
 
@@ -43,24 +46,22 @@ import Testing
     }
 
     @Test func routesLiteralPatternAndCatchAllPathsWithDecodedParameters() async throws {
-        let server = try serve(makeApp(CapturingLogSink()))
-        let item = try await curl([server.baseURL + "/items/a%20b"])
-        #expect(item.stdout == "a b")
-        let file = try await curl([server.baseURL + "/files/x/y/z.txt"])
-        #expect(file.stdout == "x/y/z.txt")
-        await server.shutdown()
+        let client = TestClient(makeApp(CapturingLogSink()))
+        let item = await client.get("/items/a%20b")
+        #expect(item.body == "a b")
+        let file = await client.get("/files/x/y/z.txt")
+        #expect(file.body == "x/y/z.txt")
     }
 
     @Test func answersUnknownPathsWith404AndWrongMethodsWith405AsProblemJSON() async throws {
-        let server = try serve(makeApp(CapturingLogSink()))
-        let missing = try await curl(["-i", server.baseURL + "/nope"])
+        let client = TestClient(makeApp(CapturingLogSink()))
+        let missing = await client.get("/nope")
         #expect(missing.status == 404)
-        #expect(missing.stdout.lowercased().contains("content-type: application/problem+json"))
+        #expect(missing.header("Content-Type")?.lowercased().hasPrefix("application/problem+json") == true)
         #expect(decodeJSON(missing.body)["code"] as? String == "not_found")
-        let wrong = try await curl(["-i", "-X", "DELETE", server.baseURL + "/healthz"])
+        let wrong = await client.delete("/healthz")
         #expect(wrong.status == 405)
-        #expect(wrong.stdout.lowercased().contains("allow: get"))
-        await server.shutdown()
+        #expect(wrong.header("Allow")?.lowercased().hasPrefix("get") == true)
     }
 
     @Test func headIsAnsweredLikeGetWithoutTheBody() async throws {
@@ -78,18 +79,17 @@ import Testing
 
     @Test func answersHTTPResponseErrorsAsTheySayAndHidesOtherErrorsBehindA500() async throws {
         let sink = CapturingLogSink()
-        let server = try serve(makeApp(sink))
-        let problem = try await curl(["-i", "-X", "POST", server.baseURL + "/fail/problem"])
+        let client = TestClient(makeApp(sink))
+        let problem = await client.execute(uri: "/fail/problem", method: .post)
         #expect(problem.status == 409)
         #expect(decodeJSON(problem.body)["code"] as? String == "already_there")
-        let crash = try await curl(["-i", "-X", "POST", "-H", "X-Request-ID: trace-42", server.baseURL + "/fail/crash"])
+        let crash = await client.execute(uri: "/fail/crash", method: .post, headers: [HTTPField.Name("X-Request-ID")!: "trace-42"])
         #expect(crash.status == 500)
         let body = decodeJSON(crash.body)
         #expect(body["code"] as? String == "internal_error")
         #expect((body["detail"] as? String)?.contains("trace-42") == true)
         #expect(!crash.body.contains("Boom"))
         #expect(sink.lines.contains { $0.contains("unhandled error") && $0.contains("Boom") && $0.contains("trace-42") })
-        await server.shutdown()
     }
 
     @Test func echoesAPlainRequestIDAndReplacesAHostileOne() async throws {
@@ -125,9 +125,7 @@ import Testing
 
     @Test func logsOneLinePerRequestWithoutTheQueryString() async throws {
         let sink = CapturingLogSink()
-        let server = try serve(makeApp(sink))
-        _ = try await curl([server.baseURL + "/items/7?code=SECRET-CODE&state=xyz"])
-        await server.shutdown()
+        _ = await TestClient(makeApp(sink)).get("/items/7?code=SECRET-CODE&state=xyz")
         let lines = sink.lines.filter { $0.contains(#""message":"request""#) }
         #expect(lines.count == 1)
         let entry = decodeJSON(lines[0])
@@ -142,39 +140,34 @@ import Testing
     @Test func healthzAnswersWithTheVersionWithoutAnyCheck() async throws {
         var router = Router()
         HealthRoutes.add(to: &router, version: "1.2.3", checks: [.init(name: "never", run: { false })])
-        let server = try serve(Application(router: router, logger: capturingLogger(CapturingLogSink())))
-        let result = try await curl(["-i", server.baseURL + "/healthz"])
+        let result = await TestClient(Application(router: router, logger: capturingLogger(CapturingLogSink()))).get("/healthz")
         #expect(result.status == 200)
         #expect(decodeJSON(result.body)["version"] as? String == "1.2.3")
         // The constant answer's own fields (sent as bytes), and the request id every answer gets.
         #expect(result.header("Content-Type") == "application/json")
         #expect(result.header("Cache-Control") == "no-store")
         #expect(result.header("X-Request-ID")?.isEmpty == false)
-        await server.shutdown()
     }
 
     @Test func readyzIs503NamingTheFailingCheck() async throws {
         var router = Router()
         HealthRoutes.add(to: &router, version: "1", checks: [.init(name: "database", run: { false }), .init(name: "other", run: { true })])
-        let server = try serve(Application(router: router, logger: capturingLogger(CapturingLogSink())))
-        let result = try await curl(["-i", server.baseURL + "/readyz"])
+        let result = await TestClient(Application(router: router, logger: capturingLogger(CapturingLogSink()))).get("/readyz")
         #expect(result.status == 503)
         let checks = decodeJSON(result.body)["checks"] as? [String: String]
         #expect(checks == ["database": "failing", "other": "ok"])
-        await server.shutdown()
     }
 
     @Test func servesTheRepositorysOpenAPIDescriptionThatTheNotFoundAnswerPointsTo() async throws {
         var router = Router()
         APIDescriptionRoute.add(to: &router)
-        let server = try serve(Application(router: router, logger: capturingLogger(CapturingLogSink())))
-        let missing = try await curl(["-i", server.baseURL + "/nope"])
+        let client = TestClient(Application(router: router, logger: capturingLogger(CapturingLogSink())))
+        let missing = await client.get("/nope")
         #expect((decodeJSON(missing.body)["detail"] as? String)?.contains("/openapi.yaml") == true)
-        let document = try await curl(["-i", server.baseURL + "/openapi.yaml"])
+        let document = await client.get("/openapi.yaml")
         #expect(document.status == 200)
-        #expect(document.stdout.lowercased().contains("content-type: application/yaml"))
+        #expect(document.header("Content-Type")?.lowercased().hasPrefix("application/yaml") == true)
         let repositoryFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../openapi.yaml")
         #expect(document.body == (try String(contentsOf: repositoryFile, encoding: .utf8)))
-        await server.shutdown()
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
+import HTTPTypes
 import Logging
 import TGApp
+import TGAppTesting
 import TGAuth
 import TGBase
 import TGHTTPClient
@@ -24,9 +26,19 @@ final class ManualClock: @unchecked Sendable {
     var authClock: WallClock { WallClock { [self] in now } }
 }
 
-/// TokenGate serving the auth flow over real sockets, against a fake identity provider and a
-/// database of its own; the app side is played with the system curl.
+/// TokenGate serving the auth flow, against a fake identity provider (a real HTTP server:
+/// TokenGate calls it with libcurl) and a database of its own. The app's side is played
+/// in-process (TGAppTesting's `TestClient`, through the code a served request takes) or, with
+/// `transport: .sockets`, with the system curl over real sockets.
 struct AuthFlowHarness {
+    /// How the app's requests reach TokenGate.
+    enum Transport {
+        /// In-process, without sockets: for what a test proves about routing and the domain.
+        case inProcess
+        /// Over real sockets with the system curl: for what a test proves about the wire.
+        case sockets
+    }
+
     static let appClient = "com.example.app"
     static let appRedirect = "com.example.app:/oauth2redirect"
     static let otherClient = "org.example.other"
@@ -44,6 +56,9 @@ struct AuthFlowHarness {
     let graph: FakeGraphAPI?
     let configuration: TokenGateConfiguration
     let providers: [OpenIDProvider]
+    let transport: Transport
+    /// The first instance's application, in-process.
+    let client: TestClient
     var baseURL: String { server.baseURL }
 
     /// Runs `body` with a started harness; stops everything afterwards. With `withGraphAPI`, a
@@ -65,6 +80,7 @@ struct AuthFlowHarness {
         databaseURL fixedURL: String? = nil,
         /// The app client's `post_logout_redirect_uris`.
         postLogoutRedirectURIs: [String] = [],
+        transport: Transport = .inProcess,
         _ body: (AuthFlowHarness) async throws -> Void
     ) async throws {
         func work(_ database: PostgresClient, _ url: String) async throws {
@@ -97,7 +113,7 @@ struct AuthFlowHarness {
             let logs = CapturingLogSink()
             let clock = ManualClock()
             let providers = try TokenGateApp.makeProviders(configuration, httpClient: http)
-            let main = try Instance.start(configuration, database: database, databaseURL: url, providers: providers, clock: clock, logs: logs)
+            let main = try await Instance.start(configuration, database: database, databaseURL: url, providers: providers, clock: clock, logs: logs)
             let harness = AuthFlowHarness(
                 fake: fake,
                 server: main.server,
@@ -109,7 +125,9 @@ struct AuthFlowHarness {
                 databaseURL: url,
                 graph: graph,
                 configuration: configuration,
-                providers: providers
+                providers: providers,
+                transport: transport,
+                client: main.client
             )
             do {
                 try await body(harness)
@@ -135,11 +153,15 @@ struct AuthFlowHarness {
     }
 
     /// One TokenGate instance: server, auth service, cache follower and API clients.
+    /// Started and stopped as `serve` does it (``Gateway``: schema check, assembly, then the
+    /// server, the sweeper and the invalidation follower as one service group), without signals.
     struct Instance {
-        let server: HTTPServer
-        let auth: AuthService
-        let follower: Task<Void, Never>
-        let upstreamClients: [String: HTTPClient]
+        let gateway: Gateway
+        let running: Task<Void, any Error>
+        /// What `server` serves, driven in-process.
+        let client: TestClient
+        var server: HTTPServer { gateway.assembly.server }
+        var auth: AuthService { gateway.assembly.auth }
         var baseURL: String { server.baseURL }
 
         static func start(
@@ -150,33 +172,33 @@ struct AuthFlowHarness {
             clock: ManualClock,
             logs: CapturingLogSink,
             port: UInt16? = nil
-        ) throws -> Instance {
+        ) async throws -> Instance {
             var configuration = configuration
             if let port { configuration.server.port = Int(port) }
-            let logger = capturingLogger(logs, level: .debug)
-            let assembly = try TokenGateApp.assemble(
+            configuration.database.url = Secret(databaseURL)
+            let gateway = try await Gateway.start(
                 configuration,
                 database: database,
                 providers: providers,
-                logger: logger,
-                clock: clock.authClock
+                logger: capturingLogger(logs, level: .debug),
+                clock: clock.authClock,
+                handlesSignals: false
             )
-            try assembly.server.start()
-            let auth = assembly.auth
-            let follower = Task { await auth.followInvalidations(databaseURL: databaseURL) }
-            return Instance(server: assembly.server, auth: auth, follower: follower, upstreamClients: assembly.upstreamClients)
+            let running = Task { try await gateway.run() }
+            let client = TestClient(gateway.assembly.application, authority: "127.0.0.1:\(gateway.assembly.server.port)")
+            return Instance(gateway: gateway, running: running, client: client)
         }
 
+        /// A graceful shutdown, as SIGTERM makes one: the server drains, then the workers stop.
         func stop() async {
-            await server.shutdown()
-            follower.cancel()
-            for client in upstreamClients.values { client.shutdown() }
+            await gateway.shutdown()
+            _ = await running.result
         }
     }
 
     /// Another instance on the same database, clock and provider (callbacks go to the first).
-    func startInstance() throws -> Instance {
-        try Instance.start(
+    func startInstance() async throws -> Instance {
+        try await Instance.start(
             configuration,
             database: database,
             databaseURL: databaseURL,
@@ -227,8 +249,8 @@ struct AuthFlowHarness {
         fake.configure { $0.fakeUser = user }
         let atProvider = try await fake.followAuthorization(url, using: http)
         let callback = try #require(atProvider.destination)
-        let result = try await curl(["-i", callback])
-        let location = try #require(result.header("Location"), "callback answered \(result.status ?? 0): \(result.body)")
+        let result = try await call(callback)
+        let location = try #require(result.header("Location"), "callback answered \(result.status): \(result.body)")
         return (location, FakeIdentityProvider.queryParameters(of: location))
     }
 
@@ -252,30 +274,8 @@ struct AuthFlowHarness {
         return decodeJSON(result.body)
     }
 
-    func refresh(_ refreshToken: String, clientID: String = appClient) async throws -> CurlResult {
+    func refresh(_ refreshToken: String, clientID: String = appClient) async throws -> TestResponse {
         try await post("/auth/token", form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)])
-    }
-
-    // MARK: - HTTP
-
-    func get(_ path: String, query: [(String, String)] = [], bearer: String? = nil, headers: [String] = []) async throws -> CurlResult {
-        var arguments = ["-i", baseURL + path + (query.isEmpty ? "" : "?" + FormURLEncoding.encode(query.map { (name: $0.0, value: $0.1) }))]
-        if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
-        for header in headers { arguments += ["-H", header] }
-        return try await curl(arguments)
-    }
-
-    func post(_ path: String, form: [(String, String)], bearer: String? = nil) async throws -> CurlResult {
-        var arguments = [
-            "-i", "-X", "POST", baseURL + path, "-H", "Content-Type: application/x-www-form-urlencoded",
-            "--data-raw", FormURLEncoding.encode(form.map { (name: $0.0, value: $0.1) }),
-        ]
-        if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
-        return try await curl(arguments)
-    }
-
-    func delete(_ path: String, bearer: String) async throws -> CurlResult {
-        try await curl(["-i", "-X", "DELETE", baseURL + path, "-H", "Authorization: Bearer \(bearer)"])
     }
 
     /// A count from the database (`SELECT count(*) AS n FROM …`).
@@ -284,29 +284,20 @@ struct AuthFlowHarness {
     }
 }
 
-extension CurlResult {
-    /// A response header's value (curl run with `-i`), case-insensitively.
-    func header(_ name: String) -> String? {
-        guard let end = stdout.range(of: "\r\n\r\n") else { return nil }
-        for line in stdout[..<end.lowerBound].split(separator: "\r\n").dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            if line[..<colon].lowercased() == name.lowercased() {
-                return line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            }
-        }
-        return nil
-    }
-
-    var json: [String: Any] { decodeJSON(body) }
-}
-
-/// Polls `condition` for up to ten seconds (for what happens in the background: another
-/// process, a refresh ahead of expiry).
-func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-    for _ in 0..<200 {
+/// Polls `condition` every `interval` for up to ten seconds (for what happens in the background:
+/// another process, a refresh ahead of expiry). The conditions are cheap (a counter, a query), so
+/// the poll is short: a test waits about as long as the work takes, not a poll's period more.
+func eventually(
+    _ what: String,
+    every interval: Duration = .milliseconds(5),
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
         if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Task.sleep(for: interval)
     }
+    if try await condition() { return }
     Issue.record("timed out waiting until \(what)")
     throw CancellationError()
 }

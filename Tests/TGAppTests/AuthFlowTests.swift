@@ -1,15 +1,19 @@
 import Foundation
+import HTTPTypes
 import TGApp
+import TGAppTesting
 import TGBase
 import TGHTTPServer
 import TGPostgres
 import TGTesting
 import Testing
 
-/// The whole mobile flow over real sockets: TokenGate, the fake provider, curl as the app.
+/// The mobile flow: TokenGate, the fake provider, the app in-process (over real sockets with
+/// curl for the first test, end to end).
 @Suite struct AuthFlowTests {
+    /// End to end over real sockets: the flow an app goes through, as it goes through it.
     @Test func loginTokenMeRefreshLogoutThenRefreshFails() async throws {
-        try await AuthFlowHarness.run { h in
+        try await AuthFlowHarness.run(transport: .sockets) { h in
             let login = AuthFlowHarness.AppLogin()
             // 1. The app opens /auth/login; TokenGate redirects to the provider.
             let start = try await h.get("/auth/login", query: login.query)
@@ -160,8 +164,7 @@ import Testing
             let atProvider = try await h.fake.followAuthorization(try await h.authorizationURL(login), using: h.http)
             #expect(h.fake.lastAuthorizationQuery?["response_mode"] == "form_post")
             let action = try #require(atProvider.destination)
-            let form = atProvider.parameters.map { (name: $0.key, value: $0.value) }
-            let result = try await curl(["-i", "-X", "POST", action, "--data-raw", FormURLEncoding.encode(form)])
+            let result = try await h.call(action, method: .post, form: atProvider.parameters.map { ($0.key, $0.value) })
             #expect(result.status == 302)
             let parameters = FakeIdentityProvider.queryParameters(of: try #require(result.header("Location")))
             #expect(parameters["state"] == login.state)

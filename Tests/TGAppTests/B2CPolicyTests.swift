@@ -1,4 +1,5 @@
 import Foundation
+import TGAppTesting
 import TGPostgres
 import TGTesting
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import TGAppTesting
 import TGPostgres
 import TGTesting
 import Testing
@@ -8,12 +9,13 @@ import Glibc
 #endif
 
 /// A TokenGate process that dies in the middle of an upstream refresh.
+/// Over real sockets: the other instance is a process of its own.
 @Suite struct CrashRecoveryTests {
     /// The process is killed while it holds the grant's lock and waits for the provider;
     /// another instance, already waiting for that lock, goes on at once, refreshes with the stored
     /// refresh token and answers. The grant, the account and the session are all still there.
     @Test func aProcessKilledMidRefreshNeitherLosesTheGrantNorBlocksOtherInstances() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/me\"]") { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/me\"]", transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             let port = try freeLoopbackPort()
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tg-crash-\(UUID().uuidString)")
@@ -45,6 +47,8 @@ import Glibc
                 try await harness.count("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted") > 0
             }
             let waiting = Task { try await harness.get("/api/graph/me", bearer: token) }
+            // Slept, not told: the grant's lock is taken by polling pg_try_advisory_lock
+            // (PostgresAdvisoryLocks.swift), so a waiter leaves nothing to see in pg_locks.
             try await Task.sleep(for: .milliseconds(300))
             kill(process.value.processIdentifier, SIGKILL)
             let killedAt = ContinuousClock.now

@@ -1,5 +1,6 @@
 import Foundation
 import TGApp
+import TGAppTesting
 import TGAuth
 import TGHTTPServer
 import TGPostgres
@@ -20,21 +21,20 @@ import Testing
         defer { database.shutdown() }
         let logs = CapturingLogSink()
         let auth = try TokenGateApp.makeAuthService(configuration, database: database, providers: [], logger: capturingLogger(logs))
-        let server = try serve(
+        let client = TestClient(
             Application(router: TokenGateApp.makeRouter(configuration, database: database, auth: auth), logger: capturingLogger(logs))
         )
-        let token = try await curl([
-            "-i", "-X", "POST", server.baseURL + "/auth/token", "-H", "Content-Type: application/x-www-form-urlencoded",
-            "--data-raw", "grant_type=refresh_token&client_id=app&refresh_token=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-        ])
+        let token = await client.post(
+            "/auth/token",
+            form: [("grant_type", "refresh_token"), ("client_id", "app"), ("refresh_token", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")]
+        )
         #expect(token.status == 503)
         #expect(token.json["error"] as? String == "temporarily_unavailable")
         #expect(token.header("Retry-After") != nil)
         #expect(logs.lines.contains { $0.contains("database unavailable") && $0.contains(#""route":"/auth/token""#) })
-        let me = try await curl(["-i", server.baseURL + "/auth/me", "-H", "Authorization: Bearer AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"])
+        let me = await client.get("/auth/me", bearer: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
         #expect(me.status == 503)
         #expect(me.json["code"] as? String == "database_unavailable")
         #expect(me.header("Retry-After") != nil)
-        await server.shutdown()
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
+import HTTPTypes
 import TGApp
+import TGAppTesting
 import TGPostgres
 import TGTesting
 import Testing
@@ -67,8 +69,8 @@ import Testing
             let url = try await h.authorizationURL(AuthFlowHarness.AppLogin())
             let atProvider = try await h.fake.followAuthorization(url, using: h.http)
             let callback = try #require(atProvider.destination)
-            #expect(try await curl(["-i", callback]).status == 302)
-            let replay = try await curl(["-i", callback])
+            #expect(try await h.call(callback).status == 302)
+            let replay = try await h.call(callback)
             #expect(replay.status == 400)
             #expect(replay.header("Location") == nil)
             #expect(replay.json["code"] as? String == "login_expired")
@@ -81,7 +83,7 @@ import Testing
             let url = try await h.authorizationURL(AuthFlowHarness.AppLogin())
             let atProvider = try await h.fake.followAuthorization(url, using: h.http)
             h.clock.advance(by: 601)
-            let result = try await curl(["-i", try #require(atProvider.destination)])
+            let result = try await h.call(try #require(atProvider.destination))
             #expect(result.status == 400)
             #expect(result.header("Location") == nil)
             #expect(result.json["code"] as? String == "login_expired")
@@ -93,7 +95,7 @@ import Testing
     @Test func anUnknownStateIsRefusedWithoutRedirecting() async throws {
         try await AuthFlowHarness.run { h in
             for query in ["?state=forged-state-value-1234567890&code=x", "?code=x", "?error=access_denied"] {
-                let result = try await curl(["-i", h.baseURL + "/auth/callback" + query])
+                let result = try await h.call(h.baseURL + "/auth/callback" + query)
                 #expect(result.status == 400)
                 #expect(result.header("Location") == nil)
             }
@@ -173,10 +175,10 @@ import Testing
             let login = AuthFlowHarness.AppLogin()
             let atProvider = try await h.fake.followAuthorization(try await h.authorizationURL(login), using: h.http)
             let callback = try #require(atProvider.destination)
-            let head = try await curl(["-s", "-I", "-o", "/dev/null", "-w", "%{http_code}", callback])
-            #expect(head.stdout == "405")
+            let head = try await h.call(callback, method: .head)
+            #expect(head.status == 405)
             #expect(try await h.count("SELECT count(*) AS n FROM pending_logins") == 1)
-            let result = try await curl(["-i", callback])
+            let result = try await h.call(callback)
             #expect(result.status == 302)
             let location = try #require(result.header("Location"))
             #expect(FakeIdentityProvider.queryParameters(of: location)["code"] != nil, "\(location)")

@@ -1,4 +1,5 @@
 import Foundation
+import TGAppTesting
 import TGPostgres
 import TGTesting
 import Testing
@@ -36,7 +37,7 @@ import Testing
             let atProvider = try await curl(["-s", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", endSession])
             #expect(atProvider.stdout.hasPrefix("302 " + h.baseURL + "/auth/logout/return?"), "\(atProvider.stdout)")
             let landing = String(atProvider.stdout.dropFirst(4))
-            let back = try await curl(["-s", "-i", landing])
+            let back = try await h.call(landing)
             #expect(back.status == 302)
             #expect(back.header("Location") == "\(Self.signedOut)?state=app-state-42")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import TGAppTesting
 import TGAuth
 import TGPostgres
 import TGTesting

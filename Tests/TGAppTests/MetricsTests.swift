@@ -1,4 +1,6 @@
 import Foundation
+import HTTPTypes
+import TGAppTesting
 import TGAuth
 import TGTesting
 import Testing
@@ -39,16 +41,16 @@ import Testing
         try await AuthFlowHarness.run(settings: UpstreamTokenTests.rotatingProvider(), withGraphAPI: true) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             // The API's scope was not granted at login: the first calls refresh once, together.
-            let first = try await UpstreamTokenTests.storm(harness, [harness.baseURL], token: token, count: 20)
+            let first = try await UpstreamTokenTests.storm(harness, [nil], token: token, count: 20)
             #expect(first.allSatisfy { $0 == 200 })
             // In the refresh window the provider refuses the grant: a fatal outcome.
             harness.clock.advance(by: 100)
             harness.fake.misbehave(.error(code: "invalid_grant"), grantType: "refresh_token")
             #expect(try await harness.get("/api/graph/me", bearer: token).status == 401)
-            _ = try await curl(["-X", "FROB", harness.baseURL + "/nowhere"])
+            _ = await harness.client.execute(uri: "/nowhere", method: try #require(HTTPRequest.Method("FROB")))
             _ = try await harness.auth.sweep()
 
-            let scrape = try await curl(["-i", harness.baseURL + "/metrics"])
+            let scrape = try await harness.get("/metrics")
             #expect(scrape.status == 200)
             #expect(scrape.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
             let samples = try await Self.parse(scrape.body)

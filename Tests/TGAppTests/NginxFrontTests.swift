@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGAppTesting
 import TGHTTPServer
 import TGTesting
 import Testing
@@ -14,6 +15,7 @@ import TGBase
 ///
 /// Three loopback addresses tell the parties apart: the client calls from 127.0.0.2, nginx
 /// listens on 127.0.0.1 and connects to TokenGate from 127.0.0.3, the only trusted proxy.
+/// Over real sockets, end to end.
 @Suite(.serialized) struct NginxFrontTests {
     static let client = "127.0.0.2"
     static let nginxSource = "127.0.0.3"
@@ -95,7 +97,8 @@ import TGBase
         try await AuthFlowHarness.run(
             serverOptions: ", public_base_url: \"\(publicURL)\", trusted_proxies: [\(Self.nginxSource)]",
             withGraphAPI: true,
-            upstreamOptions: ", path_prefixes: [\"/me\", \"/upload\"]"
+            upstreamOptions: ", path_prefixes: [\"/me\", \"/upload\"]",
+            transport: .sockets
         ) { harness in
             harness.fake.registerClient(id: "tokengate", secret: "s3cret", redirectURIs: [publicURL + "/auth/callback"])
             let nginx = try await Nginx.start(in: directory, port: nginxPort, tokenGatePort: UInt16(harness.server.port))

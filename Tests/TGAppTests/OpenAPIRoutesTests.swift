@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import TGApp
+import TGAppTesting
 import TGAuth
 import TGCrypto
 import TGPostgres

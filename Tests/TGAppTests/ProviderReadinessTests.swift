@@ -1,4 +1,5 @@
 import Foundation
+import TGAppTesting
 import TGHTTPClient
 import TGHTTPServer
 import TGOIDC
@@ -31,13 +32,11 @@ import Testing
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
         let router = TokenGateApp.makeRouter(configuration, database: database, providers: providers)
-        let server = try serve(Application(router: router, logger: capturingLogger(CapturingLogSink())))
-        let result = try await curl(["-i", server.baseURL + "/readyz"])
+        let result = await TestClient(Application(router: router, logger: capturingLogger(CapturingLogSink()))).get("/readyz")
         #expect(result.status == 503)
         let checks = decodeJSON(result.body)["checks"] as? [String: String]
         #expect(checks?["provider:mock"] == "ok")
         #expect(checks?["provider:dead"] == "failing")
-        await server.shutdown()
     }
 
     @Test func aLoopbackProviderIsReachedOverPlainHTTPAndNothingElseIs() async throws {

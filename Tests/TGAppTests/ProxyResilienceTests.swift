@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TGAppTesting
 import TGAuth
 import TGPostgres
 import TGTesting
@@ -10,6 +11,8 @@ import Glibc
 #endif
 
 /// The proxy under weight and without its database.
+/// Over real sockets: the calls served from memory while the database is away are answered
+/// from the connection's event loop (ProxyRoutes+Loop.swift), and a gibibyte streams.
 @Suite struct ProxyResilienceTests {
     /// This process's resident memory, in bytes.
     static func residentBytes() -> Int {
@@ -19,7 +22,7 @@ import Glibc
     }
 
     @Test func aOneGibibyteDownloadStreamsThroughWithFlatMemory() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", timeout_seconds: 300") { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", timeout_seconds: 300", transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             let baseline = Self.residentBytes()
             let peak = Mutex(baseline)
@@ -45,7 +48,8 @@ import Glibc
     @Test func cachedCallsWorkWithoutTheDatabaseOthersGet503AndAllRecover() async throws {
         _ = try TestDatabase.adminURL()
         try await PrivateCluster.with { cluster, url in
-            try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/me\"]", databaseURL: url) { harness in
+            try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/me\"]", databaseURL: url, transport: .sockets) {
+                harness in
                 let alice = try #require(try await harness.logIn(as: "alice")["access_token"] as? String)
                 let bob = try #require(try await harness.logIn(as: "bob")["access_token"] as? String)
                 #expect(try await harness.get("/api/graph/me", bearer: alice).status == 200)
@@ -62,12 +66,9 @@ import Glibc
                 #expect(try await harness.get("/auth/me", bearer: alice).status == 503)
 
                 try await cluster.run("start")
-                var recovered = false
-                for _ in 0..<100 where !recovered {
-                    recovered = try await harness.get("/api/graph/me", bearer: bob).status == 200
-                    if !recovered { try await Task.sleep(for: .milliseconds(100)) }
+                try await eventually("the database is back for an uncached call", every: .milliseconds(20)) {
+                    try await harness.get("/api/graph/me", bearer: bob).status == 200
                 }
-                #expect(recovered)
                 #expect(try await harness.get("/api/graph/me", bearer: alice).status == 200)
                 #expect(try await harness.get("/auth/me", bearer: alice).status == 200)
                 // Nothing was deleted because the database was away.
@@ -84,26 +85,27 @@ import Glibc
                 settings: UpstreamTokenTests.rotatingProvider(),
                 withGraphAPI: true,
                 upstreamOptions: ", path_prefixes: [\"/me\"]",
-                databaseURL: url
+                databaseURL: url,
+                transport: .sockets
             ) { harness in
                 let token = try #require(try await harness.logIn()["access_token"] as? String)
                 let before = harness.fake.refreshCount
-                // The provider answers the refresh after 2 s; meanwhile the database goes away.
-                harness.fake.misbehave(.delay(.seconds(2)), grantType: "refresh_token")
+                // The provider holds the refresh's answer; meanwhile the database goes away.
+                let answer = ProviderGate()
+                defer { answer.open() }
+                harness.fake.misbehave(.held(answer), grantType: "refresh_token")
                 let call = Task { try await harness.get("/api/graph/me", bearer: token) }
-                try await Task.sleep(for: .milliseconds(300))
+                try await eventually("the refresh reached the provider") { harness.fake.refreshCount == before + 1 }
                 try await cluster.run("stop")
+                answer.open()
                 let served = try await call.value
                 #expect(served.status == 200, "\(served.body)")
                 #expect(harness.fake.refreshCount == before + 1)
 
                 try await cluster.run("start")
-                var version = 0
-                for _ in 0..<100 where version < 2 {
-                    version = (try? await harness.database.query("SELECT version AS n FROM upstream_grants").first?.decode(Int.self, "n")) ?? 0
-                    if version < 2 { try await Task.sleep(for: .milliseconds(100)) }
+                try await eventually("the rotated grant is written after the database came back", every: .milliseconds(20)) {
+                    (try? await harness.database.query("SELECT version AS n FROM upstream_grants").first?.decode(Int.self, "n")) == 2
                 }
-                #expect(version == 2, "the rotated grant was not written after the database came back")
                 // The stored refresh token is the rotated one: the provider, which revokes the grant
                 // when an old refresh token comes back, accepts the next refresh.
                 harness.clock.advance(by: 100)

@@ -1,4 +1,5 @@
 import Foundation
+import TGAppTesting
 import TGPostgres
 import TGTesting
 import Testing
@@ -6,6 +7,7 @@ import Testing
 /// Path and header spellings that real servers (Tomcat, IIS, Spring, nginx, Apache) read as
 /// traversal, another method or another URL are refused before anything reaches the API; the
 /// API's own origin does not leak through `Location`. Hostile input as data.
+/// Over real sockets: the spellings are the request lines a client sends (`--path-as-is`).
 @Suite struct ProxySmugglingTests {
     /// Each is a path under `/api/graph`; every one must be 400 `invalid_path`.
     static let traversalCorpus: [String] = [
@@ -43,7 +45,7 @@ import Testing
     ]
 
     @Test func everyTraversalSpellingIsRefusedAndNeverReachesTheAPI() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true) { h in
+        try await AuthFlowHarness.run(withGraphAPI: true, transport: .sockets) { h in
             let token = try #require(try await h.logIn()["access_token"] as? String)
             #expect(try await h.get("/api/graph/me", bearer: token).status == 200)
             let before = h.graph!.received.count
@@ -58,7 +60,7 @@ import Testing
     }
 
     @Test func plainPathsThatOnlyLookOddReachTheAPIAsSent() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true) { h in
+        try await AuthFlowHarness.run(withGraphAPI: true, transport: .sockets) { h in
             let token = try #require(try await h.logIn()["access_token"] as? String)
             for path in Self.legitimate {
                 let before = h.graph!.received.count
@@ -71,7 +73,7 @@ import Testing
 
     /// Fields some frameworks read as another method or another URL never reach the API.
     @Test func methodAndURLOverrideHeadersAreNotForwarded() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true) { h in
+        try await AuthFlowHarness.run(withGraphAPI: true, transport: .sockets) { h in
             let token = try #require(try await h.logIn()["access_token"] as? String)
             let smuggled = [
                 "X-HTTP-Method-Override: DELETE", "X-HTTP-Method: DELETE", "X-Method-Override: DELETE", "X-Original-URL: /admin",
@@ -91,7 +93,7 @@ import Testing
     /// An API's `Location` that points at the API itself is rewritten to TokenGate's URL for it;
     /// others pass as they are.
     @Test func aLocationAtTheAPIsOwnOriginBecomesTokenGatesURL() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true) { h in
+        try await AuthFlowHarness.run(withGraphAPI: true, transport: .sockets) { h in
             let token = try #require(try await h.logIn()["access_token"] as? String)
             let gateway = h.baseURL + "/api/graph"
             let base = h.graph!.baseURL  // http://127.0.0.1:PORT
@@ -121,7 +123,7 @@ import Testing
 
     /// Token exchange hands a provider token to the app: only for APIs that allow it.
     @Test func tokenExchangeIsOffUnlessTheUpstreamAllowsIt() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true) { h in
+        try await AuthFlowHarness.run(withGraphAPI: true, transport: .sockets) { h in
             let token = try #require(try await h.logIn()["access_token"] as? String)
             for extra in [[("resource", "graph")], [("scope", "User.Read")]] {
                 let answer = try await h.post(

@@ -1,17 +1,21 @@
 import Foundation
 import HTTPTypes
+import TGAppTesting
 import TGCrypto
 import TGHTTPClient
 import TGTesting
 import Testing
 
 /// `/api/{upstream}/…` against a fake Graph-shaped API that trusts the fake provider's tokens.
+/// Over real sockets: a call whose session and token are in memory is answered from the
+/// connection's event loop (ProxyRoutes+Loop.swift), which only a served request has; uploads
+/// stream and their limits are the server's; the fields checked are the ones on the wire.
 @Suite struct ProxyTests {
     static let paths = #", path_prefixes: ["/me", "/echo", "/bytes", "/slow", "/status", "/users"], methods: [GET, HEAD, POST, PUT, DELETE]"#
 
     @Test func forwardsWithTheUpstreamTokenAndOnlyEndToEndHeaders() async throws {
         let options = Self.paths + #", headers: { X-Api-Version: "2", X-Custom: configured }"#
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: options) { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: options, transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             let result = try await curl([
                 "-i", harness.baseURL + "/api/graph/echo?$select=id,displayName&x=1", "-H", "Authorization: Bearer \(token)",
@@ -65,7 +69,7 @@ import Testing
     }
 
     @Test func refusesWhatTheAllowlistDoesNotOpenWithoutCallingTheAPI() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths) { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths, transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             func status(_ method: String, _ path: String) async throws -> (Int?, String?) {
                 let result = try await curl(["-i", "-X", method, "--path-as-is", harness.baseURL + path, "-H", "Authorization: Bearer \(token)"])
@@ -95,7 +99,7 @@ import Testing
     }
 
     @Test func passesStatusesRetryAfterBinaryBodiesAndNextLinksThrough() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths) { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths, transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             for code in [429, 503, 500, 404] {
                 let result = try await harness.get("/api/graph/status/\(code)", bearer: token)
@@ -123,7 +127,7 @@ import Testing
     }
 
     @Test func refreshesOnceAndRetriesWhenTheAPIRejectsTheToken() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths) { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths, transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
             let refreshes = harness.fake.refreshCount
@@ -143,7 +147,7 @@ import Testing
     }
 
     @Test func answers504AfterTheTimeoutAnd502WhenTheAPIIsDown() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths + ", timeout_seconds: 1") { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths + ", timeout_seconds: 1", transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             let slow = try await harness.get("/api/graph/slow", query: [("ms", "3000")], bearer: token)
             #expect(slow.status == 504)
@@ -156,7 +160,7 @@ import Testing
     }
 
     @Test func forwardsRequestBodiesUpToTheLimitAndRefusesLargerOnes() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths + ", max_body_bytes: 3000000") { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths + ", max_body_bytes: 3000000", transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             let file = FileManager.default.temporaryDirectory.appendingPathComponent("tg-body-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: file) }
@@ -181,7 +185,8 @@ import Testing
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
 
     @Test func aLargeUploadStreamsByteExactToTheAPIAndAChunkedOneStaysChunked() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.uploads + ", max_body_bytes: 67108864") { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.uploads + ", max_body_bytes: 67108864", transport: .sockets) {
+            harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             let file = FileManager.default.temporaryDirectory.appendingPathComponent("tg-upload-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: file) }
@@ -220,7 +225,8 @@ import Testing
     }
 
     @Test func aChunkedUploadOverTheLimitGets413AndTheAPINeverCompletesIt() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.uploads + ", max_body_bytes: 1000000") { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.uploads + ", max_body_bytes: 1000000", transport: .sockets) {
+            harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             let file = FileManager.default.temporaryDirectory.appendingPathComponent("tg-upload-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: file) }
@@ -245,7 +251,7 @@ import Testing
     }
 
     @Test func aRejectedTokenIsRetriedWithASmallBodyButAStreamedBodyGetsTheAPIs401() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.uploads) { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.uploads, transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             #expect(try await harness.get("/api/graph/echo", bearer: token).status == 200)
             let refreshes = harness.fake.refreshCount

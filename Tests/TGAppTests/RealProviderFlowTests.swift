@@ -1,15 +1,17 @@
 import Foundation
 import TGApp
+import TGAppTesting
 import TGPostgres
 import TGTesting
 import Testing
 
 /// The whole mobile flow against `oidc-provider-mock`, a real OpenID provider nobody here wrote.
+/// End to end over real sockets.
 @Suite struct RealProviderFlowTests {
     @Test func loginTokenMeRefreshLogoutAgainstTheRealProvider() async throws {
         let mock = try await OIDCProviderMock.start()
         defer { mock.stop() }
-        try await AuthFlowHarness.run(realProvider: mock) { h in
+        try await AuthFlowHarness.run(realProvider: mock, transport: .sockets) { h in
             let login = AuthFlowHarness.AppLogin()
             let authorize = try await h.authorizationURL(login)
             #expect(authorize.hasPrefix(mock.issuer))
@@ -51,7 +53,7 @@ import Testing
     @Test func aGrantRevokedAtTheRealProviderEndsTheAccount() async throws {
         let mock = try await OIDCProviderMock.start()
         defer { mock.stop() }
-        try await AuthFlowHarness.run(realProvider: mock, withGraphAPI: true, upstreamOptions: ", token_exchange: true") { h in
+        try await AuthFlowHarness.run(realProvider: mock, withGraphAPI: true, upstreamOptions: ", token_exchange: true", transport: .sockets) { h in
             let login = AuthFlowHarness.AppLogin()
             let authorize = try await h.authorizationURL(login)
             let atProvider = try await curl(["-i", "-X", "POST", authorize, "--data-raw", "sub=alice"])

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGAppTesting
 import TGPostgres
 import TGTesting
 import Testing
@@ -26,14 +27,17 @@ import Testing
             let before = harness.fake.refreshCount
             // 50 s left: within twice the margin, not yet within it.
             harness.clock.advance(by: 70)
-            harness.fake.misbehave(.delay(.seconds(3)), grantType: "refresh_token")
-            let calls = try await UpstreamTokenTests.storm(harness, [harness.baseURL], token: token, count: 20)
+            let answer = ProviderGate()
+            defer { answer.open() }
+            harness.fake.misbehave(.held(answer), grantType: "refresh_token")
+            let calls = try await UpstreamTokenTests.storm(harness, [nil], token: token, count: 20)
             #expect(calls == Array(repeating: 200, count: 20))
             #expect(try await Self.tokensExpiringAfter(100, harness) == 0, "the calls waited for the refresh")
             // The background refresh may reach the provider after the calls were answered (it
-            // reads the grant from the database first); the provider holds it for 3 s.
+            // reads the grant from the database first); the provider holds it until released.
             try await eventually("the refresh reaches the provider") { harness.fake.refreshCount > before }
             #expect(harness.fake.refreshCount == before + 1, "one refresh for twenty calls")
+            answer.open()
             try await eventually("the refreshed token is stored") { try await Self.tokensExpiringAfter(100, harness) == 1 }
             // 40 s on, the old token would be due (10 s left); the refreshed one is served.
             harness.clock.advance(by: 40)
@@ -83,13 +87,24 @@ import Testing
             let first = try #require(try await exchange())
             let before = harness.fake.refreshCount
             harness.clock.advance(by: 70)
-            harness.fake.misbehave(.delay(.seconds(3)), grantType: "refresh_token")
+            let answer = ProviderGate()
+            defer { answer.open() }
+            harness.fake.misbehave(.held(answer), grantType: "refresh_token")
             #expect(try await exchange() == first, "served the cached token at once")
             #expect(try await Self.tokensExpiringAfter(100, harness) == 0, "the exchange waited for the refresh")
+            answer.open()
             try await eventually("the refreshed token is stored") { try await Self.tokensExpiringAfter(100, harness) == 1 }
             #expect(harness.fake.refreshCount == before + 1)
-            let renewed = try #require(try await exchange())
+            // The instance's memory takes the token just after the database (UpstreamTokens.swift:
+            // the refresh's flight stores it, then caches it); until then the exchange serves the
+            // cached one and starts no other refresh (the flight is still running).
+            var renewed = first
+            try await eventually("the exchange gives the refreshed token") {
+                renewed = try #require(try await exchange())
+                return renewed != first
+            }
             #expect(renewed != first)
+            #expect(harness.fake.refreshCount == before + 1)
             #expect(harness.fake.subject(ofAccessToken: renewed) == "alice")
         }
     }

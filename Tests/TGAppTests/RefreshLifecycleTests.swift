@@ -1,4 +1,5 @@
 import Foundation
+import TGAppTesting
 import TGAuth
 import TGPostgres
 import TGTesting
@@ -56,13 +57,13 @@ import Testing
     @Test func anUnavailableProviderIsAskedOncePerGrantPerBackoffWindow() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
-            let second = try harness.startInstance()
+            let second = try await harness.startInstance()
             defer { Task { await second.stop() } }
             harness.fake.misbehave(.serverError, .untilReset, grantType: "refresh_token")
             let before = harness.fake.refreshCount
             var retryAfters: [Int] = []
-            for base in [harness.baseURL, second.baseURL, harness.baseURL, second.baseURL] {
-                let answer = try await curl(["-i", base + "/api/graph/me", "-H", "Authorization: Bearer \(token)"])
+            for instance in [nil, second, nil, second] {
+                let answer = try await harness.get("/api/graph/me", bearer: token, at: instance)
                 #expect(answer.status == 503)
                 #expect(answer.json["code"] as? String == "idp_unavailable")
                 retryAfters.append(Int(answer.header("Retry-After") ?? "") ?? 0)
@@ -123,11 +124,14 @@ import Testing
     @Test func noPooledConnectionOrRowLockWaitsForTheProvider() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
-            harness.fake.misbehave(.delay(.seconds(2)), grantType: "refresh_token")
+            // The provider holds its answer until the test has looked.
+            let answer = ProviderGate()
+            defer { answer.open() }
+            harness.fake.misbehave(.held(answer), grantType: "refresh_token")
             let before = harness.fake.refreshCount
             let call = Task { try await harness.get("/api/graph/me", bearer: token) }
-            while harness.fake.requests(to: "/token").count(where: { $0.form.contains { $0 == ("grant_type", "refresh_token") } }) == before {
-                try await Task.sleep(for: .milliseconds(10))
+            try await eventually("the refresh reaches the provider") {
+                harness.fake.requests(to: "/token").count(where: { $0.form.contains { $0 == ("grant_type", "refresh_token") } }) != before
             }
             let waiting = try await harness.count(
                 """
@@ -137,6 +141,7 @@ import Testing
             )
             #expect(waiting == 0, "a transaction stays open while the provider answers")
             #expect(try await harness.count("SELECT count(*) AS n FROM pg_locks WHERE locktype IN ('tuple', 'transactionid')") == 0)
+            answer.open()
             #expect(try await call.value.status == 200)
         }
     }

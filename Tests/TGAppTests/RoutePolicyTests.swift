@@ -13,14 +13,9 @@ import Testing
     static let apiLimits = HTTPServer.RequestLimits(maxBodySize: 5, requestTimeout: .seconds(7), streamsBody: true)
     static let fixedLimits = HTTPServer.RequestLimits(maxBodySize: 9, requestTimeout: .seconds(3))
 
-    /// The answer of `app` to a request, without a socket (the handler's reply resolved here).
+    /// The answer of `app` to a request, in-process.
     static func answer(_ app: Application, _ method: HTTPRequest.Method, _ path: String, headers: HTTPFields = [:]) async -> ServerResponse {
-        let request = ServerRequest(head: HTTPRequest(method: method, scheme: "http", authority: "x", path: path, headerFields: headers))
-        switch app.makeHandler()(request) {
-        case .response(let response): return response
-        case .async(let respond): return await respond(request)
-        case .deferred: return ServerResponse(status: .internalServerError)
-        }
+        await app.respond(to: ServerRequest(head: HTTPRequest(method: method, scheme: "http", authority: "x", path: path, headerFields: headers)))
     }
 
     @Test func theServerGetsTheLimitsARouteDeclaredFromThePathsBytes() {

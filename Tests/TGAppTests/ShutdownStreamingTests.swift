@@ -1,4 +1,5 @@
 import Foundation
+import TGAppTesting
 import TGPostgres
 import TGTesting
 import Testing
@@ -10,9 +11,11 @@ import Glibc
 /// SIGTERM while a proxied download and a proxied upload are still streaming: suspended
 /// connections must be closed before the server stops (libmicrohttpd aborts the process when
 /// stopped with one, a core with secrets in it).
+/// Over real sockets: the subject is the connections.
 @Suite struct ShutdownStreamingTests {
     @Test func sigtermDuringAStreamedDownloadAndUploadExitsZeroWithoutACore() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/me\", \"/bytes\", \"/upload\"]") { harness in
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/me\", \"/bytes\", \"/upload\"]", transport: .sockets)
+        { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             let port = try freeLoopbackPort()
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tg-term-\(UUID().uuidString)")

@@ -1,5 +1,6 @@
 import Foundation
 import TGApp
+import TGAppTesting
 import TGAuth
 import TGPostgres
 import TGTesting

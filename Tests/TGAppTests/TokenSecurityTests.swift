@@ -1,5 +1,7 @@
 import Foundation
+import HTTPTypes
 import TGApp
+import TGAppTesting
 import TGAuth
 import TGCrypto
 import TGPostgres
@@ -19,7 +21,7 @@ import Testing
         clientID: String? = nil,
         redirectURI: String? = nil,
         deviceSecret: String? = nil
-    ) async throws -> CurlResult {
+    ) async throws -> TestResponse {
         var form = [
             ("grant_type", "authorization_code"), ("code", code), ("code_verifier", verifier ?? login.verifier),
             ("redirect_uri", redirectURI ?? login.redirectURI), ("client_id", clientID ?? login.clientID),
@@ -95,7 +97,7 @@ import Testing
             #expect(unsupported.json["error"] as? String == "unsupported_grant_type")
             let twice = try await h.post("/auth/token", form: [("grant_type", "refresh_token"), ("grant_type", "refresh_token")])
             #expect(twice.json["error"] as? String == "invalid_request")
-            let json = try await curl(["-i", "-X", "POST", h.baseURL + "/auth/token", "-H", "Content-Type: application/json", "-d", "{}"])
+            let json = await h.client.execute(uri: "/auth/token", method: .post, headers: [.contentType: "application/json"], body: Array("{}".utf8))
             #expect(json.status == 400)
             #expect(json.json["error"] as? String == "invalid_request")
         }
@@ -118,7 +120,7 @@ import Testing
     @Test func concurrentRefreshesWithOneTokenAllGetTheSameAnswer() async throws {
         try await AuthFlowHarness.run { h in
             let refresh = try #require(try await h.logIn()["refresh_token"] as? String)
-            let answers = try await withThrowingTaskGroup(of: CurlResult.self) { group in
+            let answers = try await withThrowingTaskGroup(of: TestResponse.self) { group in
                 for _ in 0..<6 { group.addTask { try await h.refresh(refresh) } }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
@@ -215,10 +217,12 @@ import Testing
     @Test func aFormWithABadPercentEncodingIsNamedAsSuchNotAsAMissingParameter() async throws {
         try await AuthFlowHarness.run { h in
             for body in ["grant_type=refresh%zz_token&client_id=x", "grant_type=%ff%fe&client_id=x"] {
-                let result = try await curl([
-                    "-i", "-X", "POST", h.baseURL + "/auth/token", "-H", "Content-Type: application/x-www-form-urlencoded",
-                    "--data-raw", body,
-                ])
+                let result = await h.client.execute(
+                    uri: "/auth/token",
+                    method: .post,
+                    headers: [.contentType: "application/x-www-form-urlencoded"],
+                    body: Array(body.utf8)
+                )
                 #expect(result.status == 400)
                 #expect(result.json["error"] as? String == "invalid_request")
                 #expect((result.json["error_description"] as? String)?.contains("percent-encoding") == true, "\(result.body)")

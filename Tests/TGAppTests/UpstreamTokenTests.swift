@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGAppTesting
 import TGAuth
 import TGHTTPClient
 import TGPostgres
@@ -21,12 +22,16 @@ import Testing
 
     static let graph = ", path_prefixes: [\"/me\"]"
 
-    /// `count` concurrent GETs spread over `instances`; their statuses.
-    static func storm(_ harness: AuthFlowHarness, _ instances: [String], token: String, count: Int) async throws -> [Int] {
+    /// `count` concurrent GETs spread over `instances` (nil: the first), by the harness's
+    /// transport (over sockets with the harness's libcurl client, not a curl process per call);
+    /// their statuses.
+    static func storm(_ harness: AuthFlowHarness, _ instances: [AuthFlowHarness.Instance?], token: String, count: Int) async throws -> [Int] {
         try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<count {
-                let base = instances[index % instances.count]
+                let instance = instances[index % instances.count]
+                let base = instance?.baseURL ?? harness.baseURL
                 group.addTask {
+                    if harness.transport == .inProcess { return try await harness.get("/api/graph/me", bearer: token, at: instance).status }
                     let request = HTTPRequest(
                         method: .get,
                         scheme: "http",
@@ -45,16 +50,16 @@ import Testing
     func twoHundredConcurrentCallsOnTwoInstancesMakeOneRefresh(providerDelay: Duration) async throws {
         try await AuthFlowHarness.run(settings: Self.rotatingProvider(), withGraphAPI: true, upstreamOptions: Self.graph) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
-            let second = try harness.startInstance()
+            let second = try await harness.startInstance()
             if providerDelay > .zero { harness.fake.misbehave(.delay(providerDelay), .untilReset, grantType: "refresh_token") }
             let before = harness.fake.refreshCount
             // First use: no upstream token yet.
-            let first = try await Self.storm(harness, [harness.baseURL, second.baseURL], token: token, count: 200)
+            let first = try await Self.storm(harness, [nil, second], token: token, count: 200)
             #expect(first.filter { $0 == 200 }.count == 200, "\(Dictionary(grouping: first, by: { $0 }).mapValues(\.count))")
             #expect(harness.fake.refreshCount == before + 1)
             // The token nears its expiry: one refresh again, with the rotated refresh token.
             harness.clock.advance(by: 100)
-            let again = try await Self.storm(harness, [harness.baseURL, second.baseURL], token: token, count: 200)
+            let again = try await Self.storm(harness, [nil, second], token: token, count: 200)
             #expect(again.filter { $0 == 200 }.count == 200, "\(Dictionary(grouping: again, by: { $0 }).mapValues(\.count))")
             #expect(harness.fake.refreshCount == before + 2)
             await second.stop()
@@ -69,8 +74,8 @@ import Testing
             #expect(try await harness.count("SELECT count(*) AS n FROM upstream_access_tokens WHERE scope_key = 'User.Read'") == 1)
             let before = harness.fake.refreshCount
             #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
-            let second = try harness.startInstance()
-            let other = try await curl(["-i", second.baseURL + "/api/graph/me", "-H", "Authorization: Bearer \(token)"])
+            let second = try await harness.startInstance()
+            let other = try await harness.get("/api/graph/me", bearer: token, at: second)
             #expect(other.status == 200)
             #expect(harness.fake.refreshCount == before)
             await second.stop()
@@ -88,17 +93,17 @@ import Testing
     @Test func aLogoutOnOneInstanceStopsProxyingOnAnotherWithinASecond() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
-            let second = try harness.startInstance()
-            let warm = try await curl(["-i", second.baseURL + "/api/graph/me", "-H", "Authorization: Bearer \(token)"])
+            let second = try await harness.startInstance()
+            let warm = try await harness.get("/api/graph/me", bearer: token, at: second)
             #expect(warm.status == 200)
             #expect(second.auth.cache.counts.sessions == 1)
             #expect(try await harness.post("/auth/logout", form: [], bearer: token).status == 200)
             let started = ContinuousClock.now
             var status: Int?
             while ContinuousClock.now - started < .seconds(3) {
-                status = try await curl(["-i", second.baseURL + "/api/graph/me", "-H", "Authorization: Bearer \(token)"]).status
+                status = try await harness.get("/api/graph/me", bearer: token, at: second).status
                 if status == 401 { break }
-                try await Task.sleep(for: .milliseconds(20))
+                try await Task.sleep(for: .milliseconds(5))
             }
             #expect(status == 401)
             #expect(ContinuousClock.now - started < .seconds(1))
@@ -146,7 +151,7 @@ import Testing
     @Test func tokenExchangeGivesTheUpstreamTokenForAResourceOrScope() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph + ", token_exchange: true") { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
-            func exchange(_ extra: [(String, String)], subject: String? = nil) async throws -> CurlResult {
+            func exchange(_ extra: [(String, String)], subject: String? = nil) async throws -> TestResponse {
                 try await harness.post(
                     "/auth/token",
                     form: [

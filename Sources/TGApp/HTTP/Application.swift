@@ -44,6 +44,33 @@ public final class Application: Sendable {
         return { request in app.handle(request) }
     }
 
+    /// The in-process entry, used by tests (TGAppTesting's `TestClient`): answers `request` through
+    /// exactly the code a served request goes through (``makeHandler()``: route match, request id,
+    /// the one catch site, metrics, access log); only the transport differs. A deferred reply gets
+    /// a responder without a connection and its first answer is returned. What the server itself
+    /// does stays out: body and head limits, deadlines, `Content-Length`, leaving out a `HEAD`
+    /// answer's body; a streamed body is returned as it is, for the caller to drain. Make
+    /// `request` with ``ServerRequest/init(head:body:remoteAddress:)``: without a loop, the routes
+    /// that can answer from one (the proxy's cached call) take their async path.
+    public func respond(to request: ServerRequest) async -> ServerResponse {
+        switch handle(request) {
+        case .response(let response):
+            return response
+        case .async(let produce):
+            return await produce(request)
+        case .deferred(let start):
+            return await withCheckedContinuation { continuation in
+                let once = FirstAnswer()
+                start(
+                    LoopResponder(inProcess: { response in
+                        // The first answer wins, as on a connection.
+                        if once.take() { continuation.resume(returning: response) }
+                    })
+                )
+            }
+        }
+    }
+
     private func handle(_ request: ServerRequest) -> HTTPServer.Reply {
         // Monotonic nanoseconds: what the metrics take, without `Duration` arithmetic per request.
         let started = EventLoop.now()
@@ -228,4 +255,12 @@ final class LoopCall: Sendable {
         }
         responder.respond(app.finish(response, request, info, route, started))
     }
+}
+
+/// Lets the first of a deferred call's answers through (``Application/respond(to:)``).
+private final class FirstAnswer: Sendable {
+    private let taken = Atomic<Bool>(false)
+
+    /// True once: for the first caller.
+    func take() -> Bool { !taken.exchange(true, ordering: .acquiringAndReleasing) }
 }
