@@ -271,6 +271,14 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(
+            name: "TGAuthTests",
+            dependencies: [
+                "TGAuth", "TGStore", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGTesting", "TGBase",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
             name: "TGCryptoTests",
             dependencies: ["TGCrypto"],
             swiftSettings: strictSettings

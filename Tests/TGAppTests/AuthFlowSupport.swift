@@ -148,7 +148,7 @@ struct AuthFlowHarness {
             defer { database.shutdown() }
             try await work(database, fixedURL)
         } else {
-            try await TestDatabase.withFreshDatabase(work)
+            try await TestDatabase.withFreshDatabase(migrations: SchemaMigrations.all, work)
         }
     }
 

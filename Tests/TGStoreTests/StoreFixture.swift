@@ -13,8 +13,7 @@ struct StoreFixture {
     var database: PostgresClient { store.database }
 
     static func run(_ body: (StoreFixture) async throws -> Void) async throws {
-        try await TestDatabase.withFreshDatabase { database, url in
-            _ = try await Migrator(migrations: SchemaMigrations.all).migrate(database)
+        try await TestDatabase.withFreshDatabase(migrations: SchemaMigrations.all) { database, url in
             try await body(StoreFixture(store: Store(database: database), url: url))
         }
     }

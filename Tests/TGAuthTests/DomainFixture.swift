@@ -1,0 +1,106 @@
+import Foundation
+import Logging
+import Synchronization
+import TGAuth
+import TGBase
+import TGCrypto
+import TGHTTPClient
+import TGOIDC
+import TGPostgres
+import TGStore
+import TGTesting
+import Testing
+
+/// The auth flow as a domain, without HTTP on TokenGate's side: an `AuthService` over a fresh
+/// migrated database and a fake identity provider (which TokenGate reaches over real HTTP), with
+/// a clock the test moves.
+struct DomainFixture {
+    static let app = "com.example.app"
+    static let appRedirect = "com.example.app:/oauth2redirect"
+    static let callback = "https://gw.example/auth/callback"
+
+    let auth: AuthService
+    let fake: FakeIdentityProvider
+    let http: HTTPClient
+    let clock: TestClock
+    var store: Store { auth.store }
+
+    /// A wall clock a test moves by hand.
+    final class TestClock: Sendable {
+        private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+        var now: Date { current.withLock { $0 } }
+        func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+        var wallClock: WallClock { WallClock { [self] in now } }
+    }
+
+    static func run(settings: AuthSettings = AuthSettings(), _ body: (DomainFixture) async throws -> Void) async throws {
+        try await TestDatabase.withFreshDatabase(migrations: SchemaMigrations.all) { database, _ in
+            let fake = try FakeIdentityProvider.start()
+            fake.registerClient(id: "tokengate", secret: "s3cret", redirectURIs: [callback])
+            var httpSettings = HTTPClient.Configuration()
+            httpSettings.allowPlainHTTPToLoopbackForTesting = true
+            let http = HTTPClient(configuration: httpSettings)
+            let clock = TestClock()
+            let provider = OpenIDProvider(
+                configuration: ProviderConfiguration(
+                    name: "fake",
+                    profile: .openIDConnect(issuer: fake.issuer),
+                    clientID: "tokengate",
+                    clientAuthentication: .clientSecretBasic(secret: "s3cret"),
+                    redirectURI: callback
+                ),
+                httpClient: http
+            )
+            let keys = try KeyRing(currentKeyID: "k1", keys: ["k1": try SymmetricKey(bytes: Array(repeating: 7, count: 32))])
+            let auth = AuthService(
+                store: Store(database: database),
+                vault: TokenVault(keyRing: keys),
+                providers: [provider],
+                clients: [AppClient(clientID: app, redirectURIs: [appRedirect])],
+                settings: settings,
+                issuer: "https://gw.example",
+                clock: clock.wallClock,
+                logger: .init(label: "tokengate.test")
+            )
+            let fixture = DomainFixture(auth: auth, fake: fake, http: http, clock: clock)
+            do {
+                try await body(fixture)
+            } catch {
+                await fake.stop()
+                http.shutdown()
+                throw error
+            }
+            await fake.stop()
+            http.shutdown()
+        }
+    }
+
+    /// A whole login as `user` up to the app's token answer: the app's request, the browser at
+    /// the fake provider, the callback, the redemption of the handoff code.
+    func logIn(as user: String = "alice", deviceSecret: String? = nil) async throws -> IssuedTokens {
+        let verifier = PKCE.makeVerifier()
+        let appState = "app-state"
+        let url = try await auth.beginLogin(
+            try LoginRequest(parameters: [
+                ("client_id", Self.app), ("redirect_uri", Self.appRedirect), ("response_type", "code"), ("state", appState),
+                ("code_challenge", PKCE.challenge(for: verifier)), ("code_challenge_method", "S256"),
+            ])
+        )
+        fake.configure { $0.fakeUser = user }
+        let atProvider = try await fake.followAuthorization(url, using: http)
+        let back = try await auth.completeLogin(
+            CallbackParameters(parameters: atProvider.parameters.map { (name: $0.key, value: $0.value) })
+        )
+        let parameters = FakeIdentityProvider.queryParameters(of: back)
+        #expect(parameters["state"] == appState)
+        return try await auth.redeemHandoff(
+            HandoffRedemption(
+                code: try #require(parameters["code"], "no code: \(back)"),
+                codeVerifier: verifier,
+                redirectURI: Self.appRedirect,
+                clientID: Self.app,
+                deviceSecret: deviceSecret
+            )
+        )
+    }
+}
