@@ -30,7 +30,7 @@ extension TokenGateApp {
         let metrics = TokenGateMetrics()
         let auth = try makeAuthService(configuration, database: database, providers: providers, logger: logger, clock: clock, metrics: metrics.auth)
         let upstreamClients = makeUpstreamClients(configuration)
-        let (server, application) = makeServedApplication(
+        let (server, application) = makeServer(
             configuration,
             database: database,
             providers: providers,

@@ -5,7 +5,7 @@ public import TGBase
 import TGCrypto
 public import TGEventLoop
 public import TGHTTPClient
-public import TGHTTPServer
+import TGHTTPServer
 public import TGOIDC
 public import TGPostgres
 import TGStore
@@ -171,29 +171,8 @@ public enum TokenGateApp {
 
     /// The HTTP server with every route, not yet started. Its event loops (`server.threads`) also
     /// run one client per API for the cached proxy path; they stop after the server's shutdown.
-    public static func makeServer(
-        _ configuration: TokenGateConfiguration,
-        database: PostgresClient,
-        providers: [OpenIDProvider] = [],
-        auth: AuthService? = nil,
-        upstreamClients: [String: HTTPClient] = [:],
-        metrics: TokenGateMetrics? = nil,
-        logger: Logger
-    ) -> HTTPServer {
-        makeServedApplication(
-            configuration,
-            database: database,
-            providers: providers,
-            auth: auth,
-            upstreamClients: upstreamClients,
-            metrics: metrics,
-            logger: logger
-        ).server
-    }
-
-    /// ``makeServer(_:database:providers:auth:upstreamClients:metrics:logger:)`` and the
-    /// application it serves (which tests also drive in-process, ``Application/respond(to:)``).
-    static func makeServedApplication(
+    /// Also the application it serves (which tests drive in-process, ``Application/respond(to:)``).
+    static func makeServer(
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
         providers: [OpenIDProvider] = [],

@@ -13,19 +13,6 @@ import TGStore
 import TGTesting
 import Testing
 
-/// A clock a test moves by hand (TokenGate's side only; the fake provider keeps its own).
-final class ManualClock: @unchecked Sendable {
-    // Invariant: `current` is only accessed with `lock` held.
-    private let lock = NSLock()
-    private var current = Date()
-
-    var now: Date { lock.withLock { current } }
-
-    func advance(by seconds: TimeInterval) { lock.withLock { current = current.addingTimeInterval(seconds) } }
-
-    var authClock: WallClock { WallClock { [self] in now } }
-}
-
 /// TokenGate serving the auth flow, against a fake identity provider (a real HTTP server:
 /// TokenGate calls it with libcurl) and a database of its own. The app's side is played
 /// in-process (TGAppTesting's `TestClient`, through the code a served request takes) or, with
@@ -181,7 +168,7 @@ struct AuthFlowHarness {
                 database: database,
                 providers: providers,
                 logger: capturingLogger(logs, level: .debug),
-                clock: clock.authClock,
+                clock: clock.wallClock,
                 handlesSignals: false
             )
             let running = Task { try await gateway.run() }

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 import TGAuth
 import TGBase
 import TGCrypto
@@ -22,16 +21,8 @@ struct DomainFixture {
     let auth: AuthService
     let fake: FakeIdentityProvider
     let http: HTTPClient
-    let clock: TestClock
+    let clock: ManualClock
     var store: Store { auth.store }
-
-    /// A wall clock a test moves by hand.
-    final class TestClock: Sendable {
-        private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
-        var now: Date { current.withLock { $0 } }
-        func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
-        var wallClock: WallClock { WallClock { [self] in now } }
-    }
 
     static func run(settings: AuthSettings = AuthSettings(), _ body: (DomainFixture) async throws -> Void) async throws {
         try await TestDatabase.withFreshDatabase(migrations: SchemaMigrations.all) { database, _ in
@@ -40,7 +31,7 @@ struct DomainFixture {
             var httpSettings = HTTPClient.Configuration()
             httpSettings.allowPlainHTTPToLoopbackForTesting = true
             let http = HTTPClient(configuration: httpSettings)
-            let clock = TestClock()
+            let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
             let provider = OpenIDProvider(
                 configuration: ProviderConfiguration(
                     name: "fake",

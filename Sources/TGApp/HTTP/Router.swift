@@ -199,14 +199,35 @@ public struct Router: Sendable {
 
     private static func bind(_ pattern: [Segment], count expected: Int, to bytes: UnsafeBufferPointer<UInt8>) -> RouteParameters? {
         var parameters: RouteParameters = [:]
+        let end = walk(pattern, bytes) { name, actual in
+            // Most values have nothing to decode (the path's bytes are UTF-8, split at `/`).
+            let plain = memchr(actual.baseAddress!, Int32(UInt8(ascii: "%")), actual.count) == nil
+            guard let value = plain ? String(decoding: actual, as: UTF8.self) : FormURLEncoding.percentDecode(actual, plusAsSpace: false)
+            else { return false }
+            parameters.add(name, value, expected: expected)
+            return true
+        }
+        guard var start = end else { return nil }
+        if case .rest? = pattern.last {
+            // After the `/` that ends the previous segment (`/api/x` alone has an empty rest).
+            if start != bytes.count { start += 1 }
+            parameters.add("rest", String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self), expected: expected)
+        }
+        return parameters
+    }
+
+    /// Walks `bytes` along `pattern`, giving `parameter` each `{name}` segment's bytes (false:
+    /// the path does not fit). Returns where a trailing `**` begins (before its `/`), or the end
+    /// for a pattern without one; nil when the path does not fit. On the bytes in place.
+    @inline(__always)
+    private static func walk(
+        _ pattern: [Segment],
+        _ bytes: UnsafeBufferPointer<UInt8>,
+        _ parameter: (String, UnsafeBufferPointer<UInt8>) -> Bool
+    ) -> Int? {
         var start = 0
         for index in pattern.indices {
-            if case .rest = pattern[index] {
-                // After the `/` that ends the previous segment (`/api/x` alone has an empty rest).
-                if start != bytes.count { start += 1 }
-                parameters.add("rest", String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self), expected: expected)
-                return parameters
-            }
+            if case .rest = pattern[index] { return start }
             // Segments after the first begin after a `/`.
             if index > 0 {
                 guard start != bytes.count, bytes[start] == UInt8(ascii: "/") else { return nil }
@@ -219,18 +240,13 @@ public struct Router: Sendable {
             case .literal(let text):
                 guard Self.equal(actual, text) else { return nil }
             case .parameter(let name):
-                guard !actual.isEmpty else { return nil }
-                // Most values have nothing to decode (the path's bytes are UTF-8, split at `/`).
-                let plain = memchr(actual.baseAddress!, Int32(UInt8(ascii: "%")), actual.count) == nil
-                guard let value = plain ? String(decoding: actual, as: UTF8.self) : FormURLEncoding.percentDecode(actual, plusAsSpace: false)
-                else { return nil }
-                parameters.add(name, value, expected: expected)
+                guard !actual.isEmpty, parameter(name, actual) else { return nil }
             case .rest:
                 return nil
             }
             start = end
         }
-        return start == bytes.count ? parameters : nil
+        return start == bytes.count ? start : nil
     }
 
     /// The body limit and deadline a route declared for a request to `path`, if any: asked by
@@ -249,31 +265,13 @@ public struct Router: Sendable {
     private static func limits(_ pattern: [Segment], _ limits: RouteLimits, _ bytes: UnsafeBufferPointer<UInt8>) -> HTTPServer.RequestLimits? {
         var found: HTTPServer.RequestLimits?
         if case .fixed(let fixed) = limits { found = fixed }
-        var start = 0
-        for index in pattern.indices {
-            if case .rest = pattern[index] { return found }
-            if index > 0 {
-                guard start != bytes.count, bytes[start] == UInt8(ascii: "/") else { return nil }
-                start += 1
-            }
-            var end = start
-            while end < bytes.count, bytes[end] != UInt8(ascii: "/") { end += 1 }
-            let actual = UnsafeBufferPointer(rebasing: bytes[start..<end])
-            switch pattern[index] {
-            case .literal(let text):
-                guard Self.equal(actual, text) else { return nil }
-            case .parameter(let name):
-                guard !actual.isEmpty else { return nil }
-                if case .byParameter(name, let table) = limits {
-                    guard let entry = table.first(where: { $0.value.elementsEqual(actual) }) else { return nil }
-                    found = entry.limits
-                }
-            case .rest:
-                return found
-            }
-            start = end
+        let fits = walk(pattern, bytes) { name, actual in
+            guard case .byParameter(name, let table) = limits else { return true }
+            guard let entry = table.first(where: { $0.value.elementsEqual(actual) }) else { return false }
+            found = entry.limits
+            return true
         }
-        return start == bytes.count ? found : nil
+        return fits == nil ? nil : found
     }
 
     private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ text: Substring) -> Bool {
