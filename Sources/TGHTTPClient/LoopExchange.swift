@@ -1,3 +1,4 @@
+import TGBase
 import TGEventLoop
 
 /// One request sent from the client's loop thread, answered there: the head (or the failure
@@ -19,10 +20,8 @@ public final class LoopExchange: @unchecked Sendable {
 
     let client: HTTPClient
     var transfer: Transfer?
-    private var chunks: [[UInt8]] = []
-    private var firstChunk = 0
-    private var offset = 0
-    private(set) var buffered = 0
+    private var body = ChunkQueue()
+    var buffered: Int { body.count }
     private var failure: HTTPClientError?
     private var waker: (() -> Void)?
     // The flags and `largestPiece` share one word: an exchange lives as long as its call,
@@ -51,19 +50,8 @@ public final class LoopExchange: @unchecked Sendable {
 
     /// Every buffered byte, for a body known to be complete and small.
     public func takeAll() -> [UInt8] {
-        defer {
-            chunks = []
-            firstChunk = 0
-            offset = 0
-            buffered = 0
-        }
         // A small answer is usually one chunk: handed over as it is.
-        if chunks.count - firstChunk == 1, offset == 0 { return chunks[firstChunk] }
-        var whole: [UInt8] = []
-        whole.reserveCapacity(buffered)
-        for chunk in chunks[firstChunk...] { whole.append(contentsOf: chunk) }
-        if offset > 0 { whole.removeFirst(offset) }
-        return whole
+        body.takeAll()
     }
 
     /// What a read of the body gave.
@@ -81,25 +69,7 @@ public final class LoopExchange: @unchecked Sendable {
             if let failure { return .failed(failure) }
             return ended ? .end : .wait
         }
-        var copied = 0
-        while copied < buffer.count, firstChunk < chunks.count {
-            let chunk = chunks[firstChunk]
-            let count = min(buffer.count - copied, chunk.count - offset)
-            chunk.withUnsafeBytes { raw in
-                (buffer.baseAddress! + copied).copyMemory(from: raw.baseAddress! + offset, byteCount: count)
-            }
-            copied += count
-            offset += count
-            if offset == chunk.count {
-                firstChunk += 1
-                offset = 0
-            }
-        }
-        buffered -= copied
-        if firstChunk > 64 || firstChunk == chunks.count {
-            chunks.removeFirst(firstChunk)
-            firstChunk = 0
-        }
+        let copied = body.read(into: buffer)
         if paused, buffered <= Self.highWater / 2, let transfer {
             paused = false
             idle?.moved()
@@ -126,8 +96,7 @@ public final class LoopExchange: @unchecked Sendable {
             self.transfer = nil
             client.cancelOnLoop(transfer)
         }
-        chunks = []
-        buffered = 0
+        body.removeAll()
     }
 
     // MARK: From the transfer (loop thread)
@@ -164,8 +133,7 @@ public final class LoopExchange: @unchecked Sendable {
             paused = true
             return false
         }
-        chunks.append(Array(data))
-        buffered += data.count
+        body.append(Array(data))
         largestPiece = max(largestPiece, Int32(clamping: data.count))
         idle?.moved()
         wake()
@@ -178,8 +146,7 @@ public final class LoopExchange: @unchecked Sendable {
         stopTimers()
         if let error {
             failure = error
-            chunks = []
-            buffered = 0
+            body.removeAll()
             if !headArrived {
                 headArrived = true
                 let callback = onHead

@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import TGBase
 
 /// Writes the chunks of a streamed response body. Writing waits while the client is behind
 /// (back-pressure), and throws ``HTTPServerError/clientGone`` once the connection is closed.
@@ -40,10 +41,7 @@ final class ResponseStream: @unchecked Sendable {
     private let lock = Lock()
     private let daemon: LoopDaemon
     private var connection: OpaquePointer?
-    private var chunks: [[UInt8]] = []
-    private var firstChunk = 0
-    private var offset = 0
-    private var buffered = 0
+    private var queue = ChunkQueue()
     private var ended = false
     private var failed = false
     private var closed = false
@@ -66,10 +64,9 @@ final class ResponseStream: @unchecked Sendable {
                 continuation.resume(throwing: HTTPServerError.clientGone)
                 return
             }
-            chunks.append(bytes)
-            buffered += bytes.count
+            queue.append(bytes)
             resumeReaderLocked()
-            if buffered > Self.highWater {
+            if queue.count > Self.highWater {
                 writerWaiter = continuation
                 lock.unlock()
             } else {
@@ -92,31 +89,10 @@ final class ResponseStream: @unchecked Sendable {
     /// MHD's content reader: copy buffered bytes, or report the end, or suspend until more come.
     func read(into destination: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
         lock.lock()
-        if buffered > 0 {
-            var copied = 0
-            while copied < capacity, firstChunk < chunks.count {
-                let chunk = chunks[firstChunk]
-                let count = min(capacity - copied, chunk.count - offset)
-                chunk.withUnsafeBytes { raw in
-                    UnsafeMutableRawPointer(destination + copied).copyMemory(
-                        from: raw.baseAddress! + offset,
-                        byteCount: count
-                    )
-                }
-                copied += count
-                offset += count
-                if offset == chunk.count {
-                    firstChunk += 1
-                    offset = 0
-                }
-            }
-            buffered -= copied
-            if firstChunk > 64 || firstChunk == chunks.count {
-                chunks.removeFirst(firstChunk)
-                firstChunk = 0
-            }
+        if !queue.isEmpty {
+            let copied = queue.read(into: UnsafeMutableRawBufferPointer(start: destination, count: capacity))
             var waiter: CheckedContinuation<Void, any Error>?
-            if buffered <= Self.highWater / 2 {
+            if queue.count <= Self.highWater / 2 {
                 waiter = writerWaiter
                 writerWaiter = nil
             }
@@ -144,8 +120,7 @@ final class ResponseStream: @unchecked Sendable {
         lock.lock()
         closed = true
         connection = nil
-        chunks = []
-        buffered = 0
+        queue.removeAll()
         let waiter = writerWaiter
         writerWaiter = nil
         lock.unlock()

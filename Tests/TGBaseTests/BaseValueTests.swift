@@ -76,3 +76,23 @@ import Testing
         #expect(JSONValue(foundation: Date()) == nil)
     }
 }
+
+@Suite struct ChunkQueueTests {
+    @Test func readsAcrossChunksInOrderAndTakesTheRestAtOnce() {
+        var queue = ChunkQueue()
+        queue.append([1, 2, 3])
+        queue.append([])
+        queue.append([4, 5])
+        #expect(queue.count == 5)
+        var buffer = [UInt8](repeating: 0, count: 4)
+        let copied = buffer.withUnsafeMutableBytes { queue.read(into: $0) }
+        #expect(copied == 4 && buffer == [1, 2, 3, 4] && queue.count == 1)
+        queue.append([6])
+        #expect(queue.takeAll() == [5, 6] && queue.isEmpty)
+        let single: [UInt8] = [9, 9]
+        queue.append(single)
+        #expect(queue.takeAll() == single)
+        let none = buffer.withUnsafeMutableBytes { queue.read(into: $0) }
+        #expect(none == 0)
+    }
+}
