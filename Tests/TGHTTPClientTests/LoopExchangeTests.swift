@@ -187,12 +187,18 @@ import Testing
         #expect(response.head.status == .ok)
         var total = 0
         var reads = 0
+        var stalls = 0
         for try await piece in response {
             total += piece.count
             reads += 1
-            // The reader stalls for longer than the relay's idle timeout, many times over.
-            if reads % 16 == 0 { try await Task.sleep(for: .milliseconds(400)) }
+            // The reader stalls for longer than the relay's idle timeout, four times over (each
+            // stall alone would have cut an idle transfer).
+            if reads % 16 == 0, stalls < 4 {
+                stalls += 1
+                try await Task.sleep(for: .milliseconds(400))
+            }
         }
+        #expect(stalls == 4)
         #expect(total == 8 << 20)
         #expect(clock.now - started > .milliseconds(900))
         #expect(relay.counterRef.value.load(ordering: .relaxed) == 1)
@@ -218,9 +224,10 @@ import Testing
     }
 
     @Test func aLateHeadIsATimeoutAtTheHeadDeadline() async throws {
+        let gate = Gate()
         let upstream = try Self.upstream { _ in
             .async { _ in
-                try? await Task.sleep(for: .seconds(3))
+                await gate.wait()
                 return ServerResponse(status: .ok)
             }
         }
@@ -231,13 +238,15 @@ import Testing
         let response = try await client.send(get(relay.server.port, "/late"), timeout: .seconds(10))
         #expect(response.head.status == .gatewayTimeout)
         #expect(clock.now - started < .seconds(2))
+        gate.open()
         client.shutdown()
         await relay.stop()
         await upstream.shutdown()
     }
 
     @Test func anUpstreamGoingQuietMidBodyIsCutAtTheIdleTimeout() async throws {
-        let upstream = try Self.upstream { _ in answerThatGoesQuiet() }
+        let gate = Gate()
+        let upstream = try Self.upstream { _ in answerThatGoesQuiet(until: gate) }
         let relay = try Relay(upstreamPort: upstream.port, headTimeout: .seconds(5), idleTimeout: .milliseconds(300))
         let client = testClient()
         let clock = ContinuousClock()
@@ -248,6 +257,7 @@ import Testing
             for try await _ in response {}
         }
         #expect(clock.now - started < .seconds(2))
+        gate.open()
         client.shutdown()
         await relay.stop()
         await upstream.shutdown()

@@ -54,12 +54,18 @@ import Testing
         let response = try await client.stream(get(server.port, "/big"), idleTimeout: .milliseconds(300), bufferSize: 256 * 1024)
         var total = 0
         var reads = 0
+        var stalls = 0
         for try await piece in response {
             total += piece.count
             reads += 1
-            // Paused for its reader, the transfer is not idle.
-            if reads % 16 == 0 { try await Task.sleep(for: .milliseconds(400)) }
+            // Paused for its reader, the transfer is not idle (four stalls, each longer than the
+            // idle timeout).
+            if reads % 16 == 0, stalls < 4 {
+                stalls += 1
+                try await Task.sleep(for: .milliseconds(400))
+            }
         }
+        #expect(stalls == 4)
         #expect(total == 2 << 20)
         client.shutdown()
         await server.shutdown()
@@ -99,7 +105,8 @@ import Testing
     }
 
     @Test func aBodyThatGoesQuietIsCutAtTheIdleTimeout() async throws {
-        let server = try Self.server { _ in answerThatGoesQuiet() }
+        let gate = Gate()
+        let server = try Self.server { _ in answerThatGoesQuiet(until: gate) }
         let client = testClient()
         let clock = ContinuousClock()
         let started = clock.now
@@ -108,11 +115,13 @@ import Testing
             for try await _ in response {}
         }
         #expect(clock.now - started < .seconds(2))
+        gate.open()
         client.shutdown()
         await server.shutdown()
     }
 
     @Test func anAnswerThatDoesNotFollowTheUploadInTimeIsATimeout() async throws {
+        let gate = Gate()
         let server = try Self.server(threads: 2) { _ in
             .async { request in
                 do {
@@ -120,7 +129,7 @@ import Testing
                 } catch {
                     return ServerResponse(status: .badRequest)
                 }
-                try? await Task.sleep(for: .seconds(3))
+                await gate.wait()
                 return ServerResponse(status: .ok)
             }
         }
@@ -135,6 +144,7 @@ import Testing
             )
         }
         #expect(clock.now - started < .seconds(2))
+        gate.open()
         client.shutdown()
         await server.shutdown()
     }
