@@ -138,7 +138,7 @@ extension FakeIdentityProvider {
         case delay(Duration)
         /// Answers once the test opens `gate` (inside an async reply; no server thread blocks):
         /// the test looks at what happens while the answer is held, then releases it.
-        case held(ProviderGate)
+        case held(TestGate)
         /// A 200 answer without `access_token`.
         case missingAccessToken
         /// A 200 answer whose `token_type` is this (e.g. `"mac"`).

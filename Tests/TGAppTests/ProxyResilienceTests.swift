@@ -91,7 +91,7 @@ import Glibc
                 let token = try #require(try await harness.logIn()["access_token"] as? String)
                 let before = harness.fake.refreshCount
                 // The provider holds the refresh's answer; meanwhile the database goes away.
-                let answer = ProviderGate()
+                let answer = TestGate()
                 defer { answer.open() }
                 harness.fake.misbehave(.held(answer), grantType: "refresh_token")
                 let call = Task { try await harness.get("/api/graph/me", bearer: token) }

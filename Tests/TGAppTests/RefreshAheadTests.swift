@@ -27,7 +27,7 @@ import Testing
             let before = harness.fake.refreshCount
             // 50 s left: within twice the margin, not yet within it.
             harness.clock.advance(by: 70)
-            let answer = ProviderGate()
+            let answer = TestGate()
             defer { answer.open() }
             harness.fake.misbehave(.held(answer), grantType: "refresh_token")
             let calls = try await UpstreamTokenTests.storm(harness, [nil], token: token, count: 20)
@@ -87,7 +87,7 @@ import Testing
             let first = try #require(try await exchange())
             let before = harness.fake.refreshCount
             harness.clock.advance(by: 70)
-            let answer = ProviderGate()
+            let answer = TestGate()
             defer { answer.open() }
             harness.fake.misbehave(.held(answer), grantType: "refresh_token")
             #expect(try await exchange() == first, "served the cached token at once")

@@ -125,7 +125,7 @@ import Testing
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
             // The provider holds its answer until the test has looked.
-            let answer = ProviderGate()
+            let answer = TestGate()
             defer { answer.open() }
             harness.fake.misbehave(.held(answer), grantType: "refresh_token")
             let before = harness.fake.refreshCount

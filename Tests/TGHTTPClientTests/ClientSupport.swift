@@ -1,7 +1,7 @@
 import HTTPTypes
-import Synchronization
 import TGHTTPClient
 import TGHTTPServer
+import TGTesting
 
 func testClient(_ configure: (inout HTTPClient.Configuration) -> Void = { _ in }) -> HTTPClient {
     var configuration = HTTPClient.Configuration()
@@ -38,7 +38,7 @@ func get(_ port: UInt16, _ path: String, scheme: String = "http", method: HTTPRe
 }
 
 /// A 200 whose body sends "first", then nothing for 3 s, then "late": a body that goes quiet.
-func answerThatGoesQuiet(until gate: Gate) -> HTTPServer.Reply {
+func answerThatGoesQuiet(until gate: TestGate) -> HTTPServer.Reply {
     .response(
         ServerResponse(
             status: .ok,
@@ -49,30 +49,4 @@ func answerThatGoesQuiet(until gate: Gate) -> HTTPServer.Reply {
             }
         )
     )
-}
-
-/// What a server's handler waits on until the test has seen what it came for and opens it: the
-/// handler goes quiet for as long as the test needs, and the server's drain does not wait out a
-/// fixed sleep afterwards.
-final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let isOpen = state.withLock { state in
-                if !state.open { state.waiters.append(continuation) }
-                return state.open
-            }
-            if isOpen { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
 }

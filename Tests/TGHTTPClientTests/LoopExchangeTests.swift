@@ -224,7 +224,7 @@ import Testing
     }
 
     @Test func aLateHeadIsATimeoutAtTheHeadDeadline() async throws {
-        let gate = Gate()
+        let gate = TestGate()
         let upstream = try Self.upstream { _ in
             .async { _ in
                 await gate.wait()
@@ -245,7 +245,7 @@ import Testing
     }
 
     @Test func anUpstreamGoingQuietMidBodyIsCutAtTheIdleTimeout() async throws {
-        let gate = Gate()
+        let gate = TestGate()
         let upstream = try Self.upstream { _ in answerThatGoesQuiet(until: gate) }
         let relay = try Relay(upstreamPort: upstream.port, headTimeout: .seconds(5), idleTimeout: .milliseconds(300))
         let client = testClient()

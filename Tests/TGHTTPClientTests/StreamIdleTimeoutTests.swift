@@ -1,5 +1,6 @@
 import HTTPTypes
 import TGHTTPServer
+import TGTesting
 import Testing
 
 @testable import TGHTTPClient
@@ -105,7 +106,7 @@ import Testing
     }
 
     @Test func aBodyThatGoesQuietIsCutAtTheIdleTimeout() async throws {
-        let gate = Gate()
+        let gate = TestGate()
         let server = try Self.server { _ in answerThatGoesQuiet(until: gate) }
         let client = testClient()
         let clock = ContinuousClock()
@@ -121,7 +122,7 @@ import Testing
     }
 
     @Test func anAnswerThatDoesNotFollowTheUploadInTimeIsATimeout() async throws {
-        let gate = Gate()
+        let gate = TestGate()
         let server = try Self.server(threads: 2) { _ in
             .async { request in
                 do {

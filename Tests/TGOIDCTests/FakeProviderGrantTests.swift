@@ -67,11 +67,14 @@ import Testing
     @Test func givesUpOnASlowProviderAtTheDeadlineAsTransient() async throws {
         let fixture = try FakeProviderFixture.start(configure: { $0.requestTimeout = .milliseconds(300) })
         let token = try #require(try await fixture.logIn().tokens.refreshToken)
-        fixture.fake.misbehave(.delay(.seconds(2)), grantType: "refresh_token")
+        // The answer is held until the test has seen the deadline pass.
+        let gate = TestGate()
+        fixture.fake.misbehave(.held(gate), grantType: "refresh_token")
         let started = ContinuousClock.now
         let error = await oidcError { _ = try await fixture.provider.refresh(token, subject: "alice") }
         #expect(error == OIDCError(.providerUnavailable(retryAfter: nil)))
         #expect(ContinuousClock.now - started < .seconds(2))
+        gate.open()
         await fixture.stop()
     }
 

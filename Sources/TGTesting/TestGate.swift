@@ -1,9 +1,10 @@
 import Synchronization
 
 /// A gate a test opens: what waits on it (a fake provider's answer held with
-/// ``FakeIdentityProvider/TokenMisbehaviour/held(_:)``) goes on once it is open. Instead of a
-/// delay long enough for the test to look at what happens meanwhile, the test says when.
-public final class ProviderGate: Sendable {
+/// ``FakeIdentityProvider/TokenMisbehaviour/held(_:)``, a test server's handler that goes quiet)
+/// goes on once it is open. Instead of a delay long enough for the test to look at what happens
+/// meanwhile, the test says when.
+public final class TestGate: Sendable {
     private struct State {
         var open = false
         var waiters: [CheckedContinuation<Void, Never>] = []
