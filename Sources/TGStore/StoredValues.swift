@@ -7,6 +7,20 @@ public struct TokenHash: Sendable, Hashable {
     public let bytes: [UInt8]
 
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    // The bytes in one piece: a token hash is a cache key looked up on every proxied call, and
+    // the synthesized conformance would feed the hasher byte by byte (~1 000 instructions).
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    public static func == (lhs: TokenHash, rhs: TokenHash) -> Bool {
+        lhs.bytes.withUnsafeBytes { left in
+            rhs.bytes.withUnsafeBytes { right in
+                left.count == right.count && (left.isEmpty || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0)
+            }
+        }
+    }
 }
 
 /// A secret at rest: an AES-256-GCM blob that names its key (sealed and opened by the domain's

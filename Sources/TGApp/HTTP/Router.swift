@@ -112,7 +112,32 @@ public struct Router: Sendable {
     private var patterns: [Pattern] = []
     /// The body limits and deadlines routes declared, by pattern (a pattern's limits apply to
     /// every method of it). Few: looked up by scanning.
-    private var limited: [(segments: [Segment], limits: RouteLimits)] = []
+    private var limited: [Limited] = []
+
+    /// A pattern's declared limits, with what finds them fast: the bytes of its leading literal
+    /// segments (`/api/`), and whether the rest is one parameter and `**`, the limits by that
+    /// parameter (the API routes: then one comparison of the name, no walk).
+    struct Limited: Sendable {
+        var segments: [Segment]
+        var limits: RouteLimits
+        var prefix: [UInt8]
+        var byNameThenRest: [(value: [UInt8], limits: HTTPServer.RequestLimits)]?
+
+        init(_ segments: [Segment], _ limits: RouteLimits) {
+            self.segments = segments
+            self.limits = limits
+            let literals = segments.prefix { $0.isLiteral }.map { segment -> Substring in
+                if case .literal(let text) = segment { return text }
+                return ""
+            }
+            let tail = segments.dropFirst(literals.count)
+            prefix = Array(literals.joined(separator: "/").utf8) + (tail.isEmpty ? [] : [UInt8(ascii: "/")])
+            byNameThenRest = nil
+            if tail.count == 2, case .parameter(let name) = tail.first!, tail.last! == .rest, case .byParameter(name, let table) = limits {
+                byNameThenRest = table
+            }
+        }
+    }
 
     /// Route numbers are unique in the process: two routers (tests build many) never give one
     /// number to two patterns that might share a metrics registry.
@@ -147,7 +172,7 @@ public struct Router: Sendable {
             policy.session == nil || handler.isAsync,
             "\(pattern): a route that requires a session must be async (it may query the database)"
         )
-        if let limits = policy.limits, !limited.contains(where: { $0.segments == segments }) { limited.append((segments, limits)) }
+        if let limits = policy.limits, !limited.contains(where: { $0.segments == segments }) { limited.append(Limited(segments, limits)) }
         guard segments.contains(where: { !$0.isLiteral }) else {
             literal[pattern, default: []].append(route)
             literalLengths |= 1 << min(63, pattern.utf8.count)
@@ -256,7 +281,18 @@ public struct Router: Sendable {
         guard !limited.isEmpty else { return nil }
         return path.withUTF8Bytes { bytes in
             for entry in limited {
-                if let limits = Self.limits(entry.segments, entry.limits, bytes) { return limits }
+                let prefix = entry.prefix.count
+                guard bytes.count >= prefix, prefix == 0 || entry.prefix.withUnsafeBytes({ memcmp(bytes.baseAddress!, $0.baseAddress!, prefix) }) == 0
+                else { continue }
+                guard let table = entry.byNameThenRest else {
+                    if let limits = Self.limits(entry.segments, entry.limits, bytes) { return limits }
+                    continue
+                }
+                // `/api/{upstream}/**`: the name runs to the next `/` or the end.
+                let rest = UnsafeBufferPointer(rebasing: bytes[prefix...])
+                let end = rest.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
+                let name = UnsafeBufferPointer(rebasing: rest[..<end])
+                if !name.isEmpty, let found = table.first(where: { $0.value.elementsEqual(name) }) { return found.limits }
             }
             return nil
         }
