@@ -35,7 +35,7 @@ lint: deps
 	python3 -m openapi_spec_validator openapi.yaml
 
 # Tests run against a real PostgreSQL cluster that lives only for this run. They run one at a time
-# (--no-parallel; about 3.5 minutes on 2 cores, docs/testing.md): many suites start real servers,
+# (--no-parallel; about 2.5 minutes on 2 cores, docs/testing.md): many suites start real servers,
 # processes and threads, and on a 2-core machine all of them at once make wall-clock margins thin. A run that hangs is stopped
 # after 15 minutes and fails. Then schemathesis checks a running TokenGate's answers against
 # openapi.yaml (scripts/schemathesis.sh, about 1.5 minutes).
