@@ -16,13 +16,24 @@ struct TokenGateProcess {
     }
 
     static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let result = try await runProcess(executable, arguments, environment: ["PATH": "/usr/bin:/bin"].merging(environment) { $1 })
+        let result = try await runProcess(executable, arguments, environment: baseEnvironment.merging(environment) { $1 })
         return (result.exitCode, result.stdout, result.stderr)
     }
 
     /// Starts `tokengate` in the background, its output going to `log` (a file, so that nothing
     /// waits on a pipe). With `blockingSignals`, it starts with every signal blocked, as a child
     /// of a supervisor that blocks them may.
+    /// What every child gets: a fixed `PATH`, and the sanitizer options this run was given
+    /// (`make test-sanitized` turns leak reports off for the tests; a child built with the same
+    /// sanitizer must not fail its exit status on them either).
+    static var baseEnvironment: [String: String] {
+        var environment = ["PATH": "/usr/bin:/bin"]
+        for name in ["ASAN_OPTIONS", "TSAN_OPTIONS"] {
+            if let value = ProcessInfo.processInfo.environment[name] { environment[name] = value }
+        }
+        return environment
+    }
+
     static func start(
         _ arguments: [String],
         environment: [String: String] = [:],
@@ -39,7 +50,7 @@ struct TokenGateProcess {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: executable)
             process.arguments = arguments
-            process.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
+            process.environment = baseEnvironment.merging(environment) { $1 }
             let handle = try FileHandle(forWritingTo: log)
             process.standardOutput = handle
             process.standardError = handle
