@@ -72,7 +72,7 @@ extension AuthService {
         guard !accounts.isEmpty else { return (0, []) }
         do {
             let now = clock.now()
-            let (removed, queued) = try await removeAccounts(.withoutSessions(Array(Set(accounts)), now: now), now: now)
+            let (removed, queued) = try await removeAccounts(.withoutSessions(Array(Set(accounts))), now: now)
             return (removed, await revoke(queued))
         } catch {
             logger.warning("removing an account failed; the sweeper will retry", metadata: ["error_type": "\(type(of: error))"])

@@ -50,7 +50,7 @@ extension AuthService {
         // Accounts the IdP rejected, or that nothing holds any more, or unused past the idle lifetime.
         let idleSince = now.addingTimeInterval(-settings.sessionIdleTTL)
         while true {
-            let (removed, queued) = try await removeAccounts(.sweepable(idleSince: idleSince, now: now, limit: limit), now: now)
+            let (removed, queued) = try await removeAccounts(.sweepable(idleSince: idleSince, limit: limit), now: now)
             report.accounts += removed
             report.upstreamRevocations += await revoke(queued).count { $0 == .revoked }
             if removed < limit { break }

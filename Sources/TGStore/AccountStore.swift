@@ -87,10 +87,10 @@ public struct StoredAccessToken: Sendable {
 /// Which accounts to remove.
 public enum AccountRemoval: Sendable {
     /// Those of `ids` that no session holds and no unredeemed, unexpired handoff code waits for.
-    case withoutSessions([UUID], now: Date)
+    case withoutSessions([UUID])
     /// What the sweeper removes: stale accounts, accounts unused since `idleSince`, and accounts
     /// nothing holds; at most `limit`, skipping rows another transaction holds.
-    case sweepable(idleSince: Date, now: Date, limit: Int)
+    case sweepable(idleSince: Date, limit: Int)
 }
 
 /// The `accounts` table with each account's grant (`upstream_grants`) and its upstream access
@@ -148,20 +148,20 @@ public struct AccountStore: Sendable {
     public func remove(_ removal: AccountRemoval, giveUpAt: Date, now: Date) async throws -> (removed: Int, queued: [StoredRevocation]) {
         let condition: PostgresQuery
         switch removal {
-        case .withoutSessions(let ids, let at):
+        case .withoutSessions(let ids):
             condition = """
                 SELECT a.id FROM accounts a WHERE a.id = ANY(\(ids))
                   AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
                   AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
-                                    AND h.expires_at > \(at))
+                                    AND h.expires_at > \(now))
                 """
-        case .sweepable(let idleSince, let at, let limit):
+        case .sweepable(let idleSince, let limit):
             condition = """
                 SELECT a.id FROM accounts a
                 WHERE a.state = 'stale' OR a.last_used_at <= \(idleSince)
                    OR (NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
                        AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
-                                         AND h.expires_at > \(at)))
+                                         AND h.expires_at > \(now)))
                 LIMIT \(limit) FOR UPDATE SKIP LOCKED
                 """
         }

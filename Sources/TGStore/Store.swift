@@ -55,9 +55,7 @@ public final class Store: Sendable {
 
 /// The stores inside one transaction: everything done through them commits or rolls back together.
 public struct StoreTransaction: Sendable {
-    /// The transaction's connection, for the statements of the domain that have not moved into
-    /// a store yet (issue 16 moves them aggregate by aggregate).
-    public let connection: PostgresConnection
+    let connection: PostgresConnection
 
     public var sessions: SessionStore { SessionStore(.connection(connection)) }
     public var accounts: AccountStore { AccountStore(.connection(connection)) }

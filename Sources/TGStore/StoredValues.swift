@@ -68,6 +68,6 @@ public struct StoredAccount: Sendable, Equatable {
         subject = try row.decode(String.self, "subject")
         tenant = try row.decode(String?.self, "tenant")
         claims = try row.decode(String.self, "claims")
-        state = (try? row.decode(String.self, "state")) ?? "active"
+        state = try row.decode(String.self, "state")
     }
 }

@@ -157,7 +157,11 @@ public struct Router: Sendable {
     /// `policy`: what the route requires before its handler runs (rate limit, session, limits).
     public mutating func add(_ method: HTTPRequest.Method, _ pattern: String, policy: RoutePolicy = .none, _ handler: Handler) {
         let number = Self.routeNumbers.add(1, ordering: .relaxed).newValue
-        let route = Route(method: method, name: RouteName(pattern: pattern, id: number), handler: handler, policy: policy)
+        // What each request needs of the policy travels with the route; the declared limits are
+        // the server's, kept in `limited` (a route is copied out of the table on every match).
+        var perRequest = policy
+        perRequest.limits = nil
+        let route = Route(method: method, name: RouteName(pattern: pattern, id: number), handler: handler, policy: perRequest)
         let segments = pattern.split(separator: "/", omittingEmptySubsequences: false).map { segment -> Segment in
             if segment == "**" { return .rest }
             if segment.hasPrefix("{"), segment.hasSuffix("}") { return .parameter(String(segment.dropFirst().dropLast())) }
