@@ -75,6 +75,8 @@ public enum TokenGateApp {
         settings.pendingLoginTTL = TimeInterval(sessions.pendingLoginTTLSeconds)
         settings.refreshReplayGrace = TimeInterval(sessions.refreshReplayGraceSeconds)
         settings.deviceIdleTTL = TimeInterval(sessions.deviceIdleTTLSeconds)
+        settings.transferCodeTTL = TimeInterval(sessions.transferCodeTTLSeconds)
+        settings.transferCodesPerDevice = sessions.transferCodesPerDevice
         return AuthService(
             store: Store(database: database),
             vault: TokenVault(keyRing: ring),

@@ -1,3 +1,5 @@
+public import TGBase
+
 /// An error of the token endpoint, answered as RFC 6749 §5.2 JSON.
 public struct OAuthError: Error, Sendable, Equatable {
     public enum Code: String, Sendable {
@@ -18,6 +20,8 @@ public struct OAuthError: Error, Sendable, Equatable {
     /// Says what to do; never carries a token, a provider body or a database message.
     public var description: String
     public var retryAfter: Int?
+    /// More members of the error object (RFC 6749 §5.2 allows them); never a secret.
+    public var members: [String: JSONValue] = [:]
 
     public init(_ code: Code, _ description: String, retryAfter: Int? = nil) {
         self.code = code
@@ -53,6 +57,8 @@ public struct AuthProblem: Error, Sendable, Equatable {
         /// The provider refused the scopes an API needs for this account (403, `scope` names
         /// them); the account stays signed in.
         case consentRequired = "consent_required"
+        /// The configuration turned transfer codes off (403).
+        case transferDisabled = "transfer_disabled"
     }
 
     public var code: Code

@@ -22,12 +22,19 @@ public struct AuthMetrics: Sendable {
         Counter(label: "tokengate_upstream_refresh_waits_total", dimensions: [("provider", provider)], factory: factory).increment()
     }
 
+    /// A transfer code's fate: `issued`, `redeemed`, `interaction_required` (redeemed, nothing
+    /// restorable), `refused` (unknown, expired, wrong verifier or app) or `reused` (a redeemed code
+    /// came back: a security event).
+    func transfer(_ outcome: String) {
+        Counter(label: "tokengate_transfer_codes_total", dimensions: [("outcome", outcome)], factory: factory).increment()
+    }
+
     /// Rows a sweep removed, by kind.
     func swept(_ report: SweepReport) {
         let kinds = [
             ("pending_logins", report.pendingLogins), ("handoff_codes", report.handoffCodes), ("sessions", report.sessions),
             ("revoked_refresh_tokens", report.revokedRefreshTokens), ("accounts", report.accounts), ("devices", report.devices),
-            ("upstream_revocations", report.upstreamRevocations),
+            ("upstream_revocations", report.upstreamRevocations), ("transfer_codes", report.transferCodes),
         ]
         for (kind, count) in kinds {
             Counter(label: "tokengate_sweeper_removed_total", dimensions: [("kind", kind)], factory: factory).increment(by: count)

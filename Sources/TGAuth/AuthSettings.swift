@@ -12,6 +12,10 @@ public struct AuthSettings: Sendable {
     /// A device secret unused this long (no login with it, no refresh of its sessions) is refused.
     public var deviceIdleTTL: TimeInterval = 30 * 86400
     public var pendingLoginTTL: TimeInterval = 600
+    /// A transfer code (re-link after a lost Keychain) can be redeemed this long after it was issued.
+    public var transferCodeTTL: TimeInterval = 30 * 86400
+    /// Live transfer codes a device may hold; a new one retires the oldest. 0 turns transfer codes off.
+    public var transferCodesPerDevice = 3
     /// How long the previous refresh token of a session still gets the same answer (a retry after
     /// a lost response); after it, presenting it is reuse and ends the whole family.
     public var refreshReplayGrace: TimeInterval = 30

@@ -52,7 +52,7 @@ extension AuthService {
     }
 
     /// Removes the accounts the grant left without a session, then answers.
-    func finish(_ outcome: RedemptionOutcome) async throws -> IssuedTokens {
+    func finish<Answer>(_ outcome: RedemptionOutcome<Answer>) async throws -> Answer {
         switch outcome {
         case .issued(let tokens, let orphans):
             await removeAccountsWithoutSessions(orphans)
@@ -63,8 +63,8 @@ extension AuthService {
         }
     }
 
-    enum RedemptionOutcome {
-        case issued(IssuedTokens, orphans: [UUID])
+    enum RedemptionOutcome<Answer> {
+        case issued(Answer, orphans: [UUID])
         /// Refused, with what was changed (a burnt code, an ended session) still committed, and
         /// the accounts whose sessions ended.
         case refused(OAuthError, orphans: [UUID] = [])
@@ -76,7 +76,7 @@ extension AuthService {
         deviceHash: TokenHash?,
         now: Date,
         in transaction: StoreTransaction
-    ) async throws -> RedemptionOutcome {
+    ) async throws -> RedemptionOutcome<IssuedTokens> {
         let unknown = OAuthError(.invalidGrant, "The code is unknown, expired or already used. Log in again.")
         let codes = transaction.loginStates
         guard let code = try await codes.lockHandoff(codeHash: codeHash) else { return .refused(unknown) }

@@ -20,7 +20,7 @@ extension AuthService {
 
     static let deadRefreshToken = OAuthError(.invalidGrant, "The refresh token is not valid any more. Log in again.")
 
-    private func rotate(_ hash: TokenHash, clientID: String, now: Date, in transaction: StoreTransaction) async throws -> RedemptionOutcome {
+    private func rotate(_ hash: TokenHash, clientID: String, now: Date, in transaction: StoreTransaction) async throws -> RedemptionOutcome<IssuedTokens> {
         if let current = try await transaction.sessions.lockForRefresh(refreshTokenHash: hash) {
             let account = AccountSummary(stored: current.account)
             guard current.clientID == clientID else { return .refused(Self.deadRefreshToken) }
@@ -76,7 +76,7 @@ extension AuthService {
 
     /// A rotated-away refresh token came back: someone holds a copy. Every session of the family
     /// ends. When none is left (logged out, expired), it is only a dead token, not an alarm.
-    private func revokeFamily(_ family: UUID, in transaction: StoreTransaction) async throws -> RedemptionOutcome {
+    private func revokeFamily(_ family: UUID, in transaction: StoreTransaction) async throws -> RedemptionOutcome<IssuedTokens> {
         let ended = try await transaction.sessions.end(.family(family))
         if ended.isEmpty {
             logger.info("a refresh token of a session that has ended was presented")

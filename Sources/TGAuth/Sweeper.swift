@@ -13,12 +13,15 @@ public struct SweepReport: Sendable, Equatable, CustomStringConvertible {
     public var devices = 0
     /// Upstream grants revoked at their provider (best effort: failures are only logged).
     public var upstreamRevocations = 0
+    /// Transfer codes past their lifetime, redeemed or not.
+    public var transferCodes = 0
 
     public init() {}
 
     public var description: String {
         "pending_logins=\(pendingLogins) handoff_codes=\(handoffCodes) sessions=\(sessions) accounts=\(accounts) "
-            + "devices=\(devices) revoked_refresh_tokens=\(revokedRefreshTokens) upstream_revocations=\(upstreamRevocations)"
+            + "devices=\(devices) revoked_refresh_tokens=\(revokedRefreshTokens) upstream_revocations=\(upstreamRevocations) "
+            + "transfer_codes=\(transferCodes)"
     }
 }
 
@@ -41,6 +44,7 @@ extension AuthService {
         let limit = settings.batchSize
         report.pendingLogins = try await inBatches(limit) { try await store.loginStates.deleteExpiredLogins(now: now, limit: limit) }
         report.handoffCodes = try await inBatches(limit) { try await store.loginStates.deleteExpiredHandoffs(now: now, limit: limit) }
+        report.transferCodes = try await inBatches(limit) { try await store.transferCodes.deleteExpired(now: now, limit: limit) }
         report.sessions = try await inBatches(limit) { try await store.sessions.deleteExpired(now: now, limit: limit) }
         report.revokedRefreshTokens = try await inBatches(limit) {
             try await store.sessions.deleteExpiredRevokedTokens(now: now, limit: limit)

@@ -101,6 +101,24 @@ extension UUID: PostgresDecodable {
     public init?(postgresText: String) { self.init(uuidString: postgresText) }
 }
 
+/// `uuid[]`, one-dimensional: `{a,b}` (a UUID's text is never quoted).
+extension Array: PostgresDecodable where Element == UUID {
+    public init?(postgresText: String) {
+        guard postgresText.hasPrefix("{"), postgresText.hasSuffix("}") else { return nil }
+        let inner = postgresText.dropFirst().dropLast()
+        guard !inner.isEmpty else {
+            self = []
+            return
+        }
+        var ids: [UUID] = []
+        for part in inner.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let id = UUID(uuidString: String(part)) else { return nil }
+            ids.append(id)
+        }
+        self = ids
+    }
+}
+
 extension Date: PostgresDecodable {
     public init?(postgresText: String) {
         guard let date = PostgresTimestamp.parse(postgresText) else { return nil }

@@ -127,6 +127,14 @@ public struct AccountStore: Sendable {
         return try rows.first.map { try StoredAccount(row: $0) }
     }
 
+    /// The accounts of `ids` that still exist, in any state.
+    public func find(_ ids: [UUID]) async throws -> [StoredAccount] {
+        let rows = try await executor.query(
+            "SELECT id, provider, issuer, subject, tenant, claims::text AS claims, state FROM accounts WHERE id = ANY(\(ids)) ORDER BY id"
+        )
+        return try rows.rows.map { try StoredAccount(row: $0) }
+    }
+
     /// Records that the account was used now (the sweeper removes accounts unused for too long).
     public func touch(_ id: UUID, now: Date) async throws {
         try await executor.query("UPDATE accounts SET last_used_at = \(now) WHERE id = \(id)")

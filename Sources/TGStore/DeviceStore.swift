@@ -37,6 +37,12 @@ public struct DeviceStore: Sendable {
         return try row.decode(UUID.self, "id")
     }
 
+    /// Removes a device: its sessions and pending logins go with it; its transfer codes then name
+    /// no device (and restore nothing).
+    public func delete(_ device: UUID) async throws {
+        try await executor.query("DELETE FROM devices WHERE id = \(device)")
+    }
+
     /// Removes up to `limit` devices without a session that were last seen before `seenBefore`.
     public func deleteIdle(seenBefore: Date, limit: Int) async throws -> Int {
         try await executor.query(

@@ -176,6 +176,8 @@ public struct SessionStore: Sendable {
         public var expiresAt: Date
         public var absoluteExpiresAt: Date
         public var now: Date
+        /// When its login happened (a device's accounts are listed in this order); now by default.
+        public var createdAt: Date?
 
         public init(
             device: UUID,
@@ -186,7 +188,8 @@ public struct SessionStore: Sendable {
             refreshTokenHash: TokenHash,
             expiresAt: Date,
             absoluteExpiresAt: Date,
-            now: Date
+            now: Date,
+            createdAt: Date? = nil
         ) {
             self.device = device
             self.account = account
@@ -197,6 +200,7 @@ public struct SessionStore: Sendable {
             self.expiresAt = expiresAt
             self.absoluteExpiresAt = absoluteExpiresAt
             self.now = now
+            self.createdAt = createdAt
         }
     }
 
@@ -208,7 +212,7 @@ public struct SessionStore: Sendable {
             INSERT INTO sessions (device_id, account_id, client_id, access_token_hash, access_expires_at, refresh_token_hash,
               expires_at, absolute_expires_at, created_at, last_used_at)
             VALUES (\(session.device), \(session.account), \(session.clientID), \(session.accessTokenHash), \(session.accessExpiresAt),
-              \(session.refreshTokenHash), \(session.expiresAt), \(session.absoluteExpiresAt), \(session.now), \(session.now))
+              \(session.refreshTokenHash), \(session.expiresAt), \(session.absoluteExpiresAt), \(session.createdAt ?? session.now), \(session.now))
             ON CONFLICT (device_id, account_id) DO UPDATE SET client_id = EXCLUDED.client_id, family_id = gen_random_uuid(),
               access_token_hash = EXCLUDED.access_token_hash, access_expires_at = EXCLUDED.access_expires_at,
               refresh_token_hash = EXCLUDED.refresh_token_hash, previous_refresh_token_hash = NULL, rotated_at = NULL,

@@ -16,6 +16,8 @@ import Testing
 struct DomainFixture {
     static let app = "com.example.app"
     static let appRedirect = "com.example.app:/oauth2redirect"
+    /// A second registered app (what one app's credentials must not open).
+    static let otherApp = "com.example.other"
     static let callback = "https://gw.example/auth/callback"
 
     let auth: AuthService
@@ -47,7 +49,10 @@ struct DomainFixture {
                 store: Store(database: database),
                 vault: TokenVault(keyRing: keys),
                 providers: [provider],
-                clients: [AppClient(clientID: app, redirectURIs: [appRedirect])],
+                clients: [
+                    AppClient(clientID: app, redirectURIs: [appRedirect]),
+                    AppClient(clientID: otherApp, redirectURIs: ["com.example.other:/oauth2redirect"]),
+                ],
                 settings: settings,
                 issuer: "https://gw.example",
                 clock: clock.wallClock,

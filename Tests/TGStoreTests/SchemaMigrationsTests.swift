@@ -31,7 +31,7 @@ import Testing
             #expect(
                 tables == [
                     "accounts", "devices", "handoff_codes", "pending_logins", "revoked_refresh_tokens", "schema_migrations",
-                    "sessions", "upstream_access_tokens", "upstream_grants", "upstream_revocations",
+                    "sessions", "transfer_codes", "upstream_access_tokens", "upstream_grants", "upstream_revocations",
                 ]
             )
         }

@@ -1,5 +1,6 @@
 import HTTPTypes
 public import TGAuth
+import TGBase
 public import TGHTTPServer
 
 /// How the auth domain's errors are answered: the token endpoint's per RFC 6749 §5.2, the others
@@ -14,10 +15,14 @@ extension OAuthError: HTTPResponseError {
             }
         var fields: HTTPFields = [.cacheControl: "no-store", .pragma: "no-cache"]
         if let retryAfter { fields[.retryAfter] = String(retryAfter) }
+        var members = members
+        members["error"] = .string(code.rawValue)
+        members["error_description"] = .string(description)
+        let body = JSONValue.object(members)
         return ServerResponse(
             status: status,
             contentType: "application/json",
-            body: JSON.encode(["error": code.rawValue, "error_description": description]),
+            body: SortedJSON.data(body).map { String(decoding: $0, as: UTF8.self) } ?? "{}",
             headerFields: fields
         )
     }
@@ -36,7 +41,7 @@ extension AuthProblem: HTTPResponseError {
         case .interactionRequired:
             status = .unauthorized
             fields[.wwwAuthenticate] = #"Bearer realm="tokengate", error="invalid_token""#
-        case .wrongProvider, .consentRequired: status = .forbidden
+        case .wrongProvider, .consentRequired, .transferDisabled: status = .forbidden
         case .accountNotFound: status = .notFound
         case .idpUnavailable: status = .serviceUnavailable
         }

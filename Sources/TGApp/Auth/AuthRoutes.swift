@@ -80,6 +80,39 @@ enum AuthRoutes {
                 return ServerResponse(status: .found, headerFields: [.location: destination, .cacheControl: "no-store"])
             }
         )
+        // Re-link after a lost Keychain: a code the app keeps where it survives (README, "Transfer codes").
+        router.add(
+            .post,
+            "/auth/transfer",
+            policy: RoutePolicy(rateLimit: limits.token, session: { request in try await service.authenticate(accessToken: try bearer(request)) }),
+            .async { request, info in
+                let context = try info.requireSession()
+                let parameters = request.body.isEmpty ? [] : try formParameters(request)
+                func value(_ name: String) throws -> String? {
+                    let values = parameters.filter { $0.name == name }
+                    guard values.count <= 1 else { throw AuthProblem(.invalidRequest, "\(name) appears more than once.") }
+                    return values.first?.value
+                }
+                guard let challenge = try value("code_challenge") else {
+                    throw AuthProblem(
+                        .invalidRequest,
+                        "code_challenge is required: the S256 challenge of a verifier you keep beside the transfer code."
+                    )
+                }
+                let method = try value("code_challenge_method")
+                let code = try await service.issueTransferCode(context, codeChallenge: challenge, method: method)
+                let body = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(code))
+                return json(.ok, body as? [String: Any] ?? [:])
+            }
+        )
+        router.add(
+            .delete,
+            "/auth/transfer",
+            policy: session,
+            .async { _, info in
+                json(.ok, ["revoked": try await service.revokeTransferCodes(try info.requireSession())])
+            }
+        )
         router.add(
             .get,
             "/auth/me",

@@ -40,12 +40,20 @@ enum TokenEndpoint {
                         clientID: parameters["client_id"]
                     )
                 )
+            case TransferRedemption.grantType:
+                tokens = try await service.redeemTransferCode(
+                    TransferRedemption(
+                        transferCode: try required("transfer_code"),
+                        codeVerifier: try required("code_verifier"),
+                        clientID: try required("client_id")
+                    )
+                )
             case nil:
                 throw OAuthError(.invalidRequest, "grant_type is required.")
             default:
                 throw OAuthError(
                     .unsupportedGrantType,
-                    "grant_type must be authorization_code, refresh_token or \(TokenExchangeRequest.grantType)."
+                    "grant_type must be authorization_code, refresh_token, \(TokenExchangeRequest.grantType) or \(TransferRedemption.grantType)."
                 )
             }
             let encoder = JSONEncoder()

@@ -49,6 +49,12 @@ struct ConfigurationValidator {
         positive(c.sessions.handoffCodeTTLSeconds, "sessions.handoff_code_ttl_seconds")
         positive(c.sessions.pendingLoginTTLSeconds, "sessions.pending_login_ttl_seconds")
         positive(c.sweeper.intervalSeconds, "sweeper.interval_seconds")
+        if !(60...(365 * 86400)).contains(c.sessions.transferCodeTTLSeconds) {
+            problem("sessions.transfer_code_ttl_seconds", "must be between 60 and 31536000 (a year)")
+        }
+        if !(0...20).contains(c.sessions.transferCodesPerDevice) {
+            problem("sessions.transfer_codes_per_device", "must be between 0 (transfer codes off) and 20")
+        }
         if c.sessions.refreshReplayGraceSeconds < 0 || c.sessions.refreshReplayGraceSeconds > 300 {
             problem("sessions.refresh_replay_grace_seconds", "must be between 0 and 300")
         }

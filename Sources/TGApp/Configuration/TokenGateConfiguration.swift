@@ -312,6 +312,10 @@ public struct TokenGateConfiguration: Sendable, Codable {
         /// A device secret not used this long (no login with it, no refresh of its sessions) is
         /// refused, even before the sweeper removes the device.
         public var deviceIdleTTLSeconds: Int
+        /// How long a transfer code (re-link after a lost Keychain) can be redeemed.
+        public var transferCodeTTLSeconds: Int
+        /// Live transfer codes per device (a new one retires the oldest); 0 turns them off.
+        public var transferCodesPerDevice: Int
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case accessTokenTTLSeconds = "access_token_ttl_seconds"
@@ -321,6 +325,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case pendingLoginTTLSeconds = "pending_login_ttl_seconds"
             case refreshReplayGraceSeconds = "refresh_replay_grace_seconds"
             case deviceIdleTTLSeconds = "device_idle_ttl_seconds"
+            case transferCodeTTLSeconds = "transfer_code_ttl_seconds"
+            case transferCodesPerDevice = "transfer_codes_per_device"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -332,6 +338,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
             pendingLoginTTLSeconds = try c.value(.pendingLoginTTLSeconds, default: 600)
             refreshReplayGraceSeconds = try c.value(.refreshReplayGraceSeconds, default: 30)
             deviceIdleTTLSeconds = try c.value(.deviceIdleTTLSeconds, default: 30 * 86400)
+            transferCodeTTLSeconds = try c.value(.transferCodeTTLSeconds, default: 30 * 86400)
+            transferCodesPerDevice = try c.value(.transferCodesPerDevice, default: 3)
         }
     }
 
