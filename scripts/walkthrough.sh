@@ -24,6 +24,16 @@ curl -sf "$TG/auth/me" -H "Authorization: Bearer $access"; echo
 curl -sf "$TG/api/graph/me" -H "Authorization: Bearer $access"; echo
 # 6. New tokens with the refresh token (the old one is spent).
 access=$(curl -sf "$TG/auth/token" -d grant_type=refresh_token -d "refresh_token=$refresh" -d client_id=dev-app | json access_token)
-# 7. Log out: the session ends; its token no longer works.
+# 7. Lost Keychain? The app kept a transfer code and its verifier where they survive (README,
+#    "Transfer codes"); a fresh install redeems it once: the same accounts, no sign-in.
+keep=$(openssl rand -hex 32)
+kept=$(printf %s "$keep" | openssl dgst -sha256 -binary | base64 | tr '+/' '-_' | tr -d '=')
+transfer=$(curl -sf -X POST "$TG/auth/transfer" -H "Authorization: Bearer $access" \
+  -d "code_challenge=$kept" -d code_challenge_method=S256 | json transfer_code)
+old=$access
+access=$(curl -sf "$TG/auth/token" -d grant_type=urn:tokengate:params:oauth:grant-type:transfer-code \
+  -d "transfer_code=$transfer" -d "code_verifier=$keep" -d client_id=dev-app | json access_token)
+curl -s -o /dev/null -w 'old device after transfer: %{http_code}\n' "$TG/auth/me" -H "Authorization: Bearer $old"
+# 8. Log out: the session ends; its token no longer works.
 curl -sf -X POST "$TG/auth/logout" -H "Authorization: Bearer $access"; echo
 curl -s -o /dev/null -w 'after logout: %{http_code}\n' "$TG/auth/me" -H "Authorization: Bearer $access"

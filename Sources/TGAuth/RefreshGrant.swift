@@ -20,7 +20,12 @@ extension AuthService {
 
     static let deadRefreshToken = OAuthError(.invalidGrant, "The refresh token is not valid any more. Log in again.")
 
-    private func rotate(_ hash: TokenHash, clientID: String, now: Date, in transaction: StoreTransaction) async throws -> RedemptionOutcome<IssuedTokens> {
+    private func rotate(
+        _ hash: TokenHash,
+        clientID: String,
+        now: Date,
+        in transaction: StoreTransaction
+    ) async throws -> RedemptionOutcome<IssuedTokens> {
         if let current = try await transaction.sessions.lockForRefresh(refreshTokenHash: hash) {
             let account = AccountSummary(stored: current.account)
             guard current.clientID == clientID else { return .refused(Self.deadRefreshToken) }

@@ -189,8 +189,10 @@ extension AuthService {
             }
             logger.warning(
                 "transfer code presented twice: the sessions its redemption created were ended",
-                metadata: ["security_event": "transfer_code_reuse", "client_id": .string(request.clientID),
-                    "sessions_ended": .stringConvertible(orphans.count)]
+                metadata: [
+                    "security_event": "transfer_code_reuse", "client_id": .string(request.clientID),
+                    "sessions_ended": .stringConvertible(orphans.count),
+                ]
             )
             metrics.transfer("reused")
             return .refused(Self.unknownTransferCode, orphans: orphans)

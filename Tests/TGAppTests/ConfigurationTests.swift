@@ -165,6 +165,16 @@ import Testing
         #expect(keys == expected)
     }
 
+    @Test func transferCodesLastThirtyDaysThreePerDeviceAndOutOfRangeSettingsAreRefused() throws {
+        let database = "database: { url: \"postgresql://127.0.0.1/x\" }\n"
+        let defaults = try ConfigurationLoader.load(path: try write(database, extension: "yaml"), environment: [:])
+        #expect(defaults.sessions.transferCodeTTLSeconds == 30 * 86400 && defaults.sessions.transferCodesPerDevice == 3)
+        let off = try write(database + "sessions: { transfer_codes_per_device: 0, transfer_code_ttl_seconds: 3600 }", extension: "yaml")
+        #expect(problems(off).isEmpty)
+        let wrong = try write(database + "sessions: { transfer_codes_per_device: 21, transfer_code_ttl_seconds: 59 }", extension: "yaml")
+        #expect(Set(problems(wrong).map(\.key)) == ["sessions.transfer_codes_per_device", "sessions.transfer_code_ttl_seconds"])
+    }
+
     @Test func allowsPlainHTTPOnlyForLoopbackHosts() throws {
         let config = { (issuer: String) in
             """

@@ -76,6 +76,7 @@ import Glibc
         #expect(walk.exitCode == 0, "\(walk.stdout)\n\(walk.stderr)")
         #expect(walk.stdout.contains(#""subject":"alice""#))
         #expect(walk.stdout.contains(#""displayName": "alice""#))
+        #expect(walk.stdout.contains("old device after transfer: 401\n"))
         #expect(walk.stdout.contains(#""sessions_ended":1"#))
         #expect(walk.stdout.hasSuffix("after logout: 401\n"))
 

@@ -4,6 +4,7 @@ import TGApp
 import TGAppTesting
 import TGAuth
 import TGCrypto
+import TGOIDC
 import TGPostgres
 import TGStore
 import TGTesting
@@ -176,12 +177,27 @@ import Testing
             let tokens = try await redeem(h, code, login).json
             let refreshed = try await h.refresh(try #require(tokens["refresh_token"] as? String)).json
             _ = try await h.refresh(try #require(tokens["refresh_token"] as? String))
+            // A transfer code, redeemed, then presented again (the reuse is logged).
+            let keep = PKCE.makeVerifier()
+            let transfer = try await h.post(
+                "/auth/transfer",
+                form: [("code_challenge", PKCE.challenge(for: keep)), ("code_challenge_method", "S256")],
+                bearer: try #require(refreshed["access_token"] as? String)
+            )
+            let transferCode = try #require(transfer.json["transfer_code"] as? String)
+            let redemption = [
+                ("grant_type", "urn:tokengate:params:oauth:grant-type:transfer-code"), ("transfer_code", transferCode),
+                ("code_verifier", keep), ("client_id", login.clientID),
+            ]
+            let moved = try await h.post("/auth/token", form: redemption).json
+            _ = try await h.post("/auth/token", form: redemption)
+            #expect(h.logs.lines.contains { $0.contains("transfer_code_reuse") })
             _ = try await h.post("/auth/logout", form: [], bearer: try #require(refreshed["access_token"] as? String))
-            var secrets = [code, login.verifier, "s3cret"] + h.fake.revokedTokens
+            var secrets = [code, login.verifier, "s3cret", transferCode, keep] + h.fake.revokedTokens
             for key in ["access_token", "refresh_token", "device_secret"] {
-                secrets += [tokens[key], refreshed[key]].compactMap { $0 as? String }
+                secrets += [tokens[key], refreshed[key], moved[key]].compactMap { $0 as? String }
             }
-            #expect(secrets.count >= 8)
+            #expect(secrets.count >= 13)
             let lines = h.logs.lines
             #expect(lines.count > 5)
             for secret in secrets { #expect(!lines.contains { $0.contains(secret) }, "a secret reached the log") }

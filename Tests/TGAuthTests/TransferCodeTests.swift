@@ -216,7 +216,11 @@ import Testing
             #expect(off?.code == .transferDisabled)
             let redeem = await #expect(throws: OAuthError.self) {
                 try await d.auth.redeemTransferCode(
-                    TransferRedemption(transferCode: "x".padding(toLength: 43, withPad: "x", startingAt: 0), codeVerifier: PKCE.makeVerifier(), clientID: DomainFixture.app)
+                    TransferRedemption(
+                        transferCode: "x".padding(toLength: 43, withPad: "x", startingAt: 0),
+                        codeVerifier: PKCE.makeVerifier(),
+                        clientID: DomainFixture.app
+                    )
                 )
             }
             #expect(redeem?.code == .unsupportedGrantType)
