@@ -84,7 +84,7 @@ enum AuthRoutes {
         router.add(
             .post,
             "/auth/transfer",
-            policy: RoutePolicy(rateLimit: limits.token, session: { request in try await service.authenticate(accessToken: try bearer(request)) }),
+            policy: RoutePolicy(rateLimit: limits.token, session: session.session),
             .async { request, info in
                 let context = try info.requireSession()
                 let parameters = request.body.isEmpty ? [] : try formParameters(request)
