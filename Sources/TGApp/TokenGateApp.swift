@@ -77,6 +77,11 @@ public enum TokenGateApp {
         settings.deviceIdleTTL = TimeInterval(sessions.deviceIdleTTLSeconds)
         settings.transferCodeTTL = TimeInterval(sessions.transferCodeTTLSeconds)
         settings.transferCodesPerDevice = sessions.transferCodesPerDevice
+        settings.dpop.algorithms = configuration.dpop.algorithms.compactMap(JWSAlgorithm.init(rawValue:))
+        settings.dpop.proofMaxAge = TimeInterval(configuration.dpop.proofMaxAgeSeconds)
+        settings.dpop.requireNonce = configuration.dpop.requireNonce
+        settings.dpop.nonceLifetime = TimeInterval(configuration.dpop.nonceLifetimeSeconds)
+        settings.dpop.replayCapacity = configuration.dpop.replayCacheEntries
         return AuthService(
             store: Store(database: database),
             vault: TokenVault(keyRing: ring),
@@ -86,7 +91,8 @@ public enum TokenGateApp {
                     clientID: $0.clientID,
                     redirectURIs: $0.redirectURIs,
                     providers: $0.providers,
-                    postLogoutRedirectURIs: $0.postLogoutRedirectURIs
+                    postLogoutRedirectURIs: $0.postLogoutRedirectURIs,
+                    dpop: DPoPMode(rawValue: $0.dpop) ?? .off
                 )
             },
             settings: settings,
@@ -128,7 +134,7 @@ public enum TokenGateApp {
         }
         HealthRoutes.add(to: &router, version: tokenGateVersion, checks: checks)
         APIDescriptionRoute.add(to: &router)
-        AuthorizationServerMetadata.add(to: &router, issuer: publicBaseURL(configuration))
+        AuthorizationServerMetadata.add(to: &router, issuer: publicBaseURL(configuration), dpopAlgorithms: configuration.dpop.algorithms)
         if let auth {
             let limits = AuthRoutes.Limits(
                 login: RateLimiter(perMinute: configuration.server.loginRateLimitPerMinute, now: auth.clock.now),

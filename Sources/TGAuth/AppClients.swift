@@ -7,12 +7,21 @@ public struct AppClient: Sendable, Hashable {
     public var providers: [String]
     /// Where it may be sent back after the provider's logout; exact match, like redirect URIs.
     public var postLogoutRedirectURIs: [String]
+    /// Whether its tokens are bound to a key it holds (RFC 9449).
+    public var dpop: DPoPMode
 
-    public init(clientID: String, redirectURIs: [String], providers: [String] = [], postLogoutRedirectURIs: [String] = []) {
+    public init(
+        clientID: String,
+        redirectURIs: [String],
+        providers: [String] = [],
+        postLogoutRedirectURIs: [String] = [],
+        dpop: DPoPMode = .off
+    ) {
         self.clientID = clientID
         self.redirectURIs = redirectURIs
         self.providers = providers
         self.postLogoutRedirectURIs = postLogoutRedirectURIs
+        self.dpop = dpop
     }
 
     /// Exact match only, as for redirect URIs.

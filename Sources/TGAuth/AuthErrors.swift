@@ -14,6 +14,10 @@ public struct OAuthError: Error, Sendable, Equatable {
         case invalidTarget = "invalid_target"
         /// The provider no longer honours the account's grant: only a new login can help.
         case interactionRequired = "interaction_required"
+        /// RFC 9449 §5: the DPoP proof is missing, invalid, or of another key than the token's.
+        case invalidDPoPProof = "invalid_dpop_proof"
+        /// RFC 9449 §8: the proof needs the nonce of ``OAuthError/dpopNonce``.
+        case useDPoPNonce = "use_dpop_nonce"
     }
 
     public var code: Code
@@ -22,11 +26,19 @@ public struct OAuthError: Error, Sendable, Equatable {
     public var retryAfter: Int?
     /// More members of the error object (RFC 6749 §5.2 allows them); never a secret.
     public var members: [String: JSONValue] = [:]
+    /// The nonce a DPoP proof must carry (sent as `DPoP-Nonce`).
+    public var dpopNonce: String?
 
     public init(_ code: Code, _ description: String, retryAfter: Int? = nil) {
         self.code = code
         self.description = description
         self.retryAfter = retryAfter
+    }
+
+    /// A refused proof at the token endpoint.
+    public init(_ error: DPoPError) {
+        self.init(error.code == .useNonce ? .useDPoPNonce : .invalidDPoPProof, error.description)
+        dpopNonce = error.nonce
     }
 }
 

@@ -26,6 +26,8 @@ public final class AuthService: Sendable {
     let refreshBackoff = RefreshBackoff()
     /// Refresh outcomes, single-flight waits, sweeps.
     public let metrics: AuthMetrics
+    /// Checks the DPoP proofs of apps whose tokens are key-bound (RFC 9449).
+    public let dpop: DPoPVerifier
 
     public init(
         store: Store,
@@ -51,5 +53,6 @@ public final class AuthService: Sendable {
         self.clock = clock
         self.metrics = metrics
         self.logger = logger
+        dpop = DPoPVerifier(settings: settings.dpop, vault: vault, clock: clock)
     }
 }

@@ -38,6 +38,8 @@ public struct AuthSettings: Sendable {
     public var revocationMaxAge: TimeInterval = 7 * 86400
     /// How long a call waits for another instance's refresh of the same grant before 503.
     public var grantLockWait: TimeInterval = 30
+    /// How DPoP proofs are checked, for the apps whose tokens are bound (``AppClient/dpop``).
+    public var dpop = DPoPSettings()
 
     public init() {}
 }

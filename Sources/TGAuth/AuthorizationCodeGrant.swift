@@ -13,13 +13,23 @@ public struct HandoffRedemption: Sendable {
     public var clientID: String
     /// The device's secret from an earlier answer: adds this account to that device.
     public var deviceSecret: String?
+    /// The thumbprint of the key of the request's verified DPoP proof, if it had one.
+    public var dpopJKT: String?
 
-    public init(code: String, codeVerifier: String, redirectURI: String, clientID: String, deviceSecret: String? = nil) {
+    public init(
+        code: String,
+        codeVerifier: String,
+        redirectURI: String,
+        clientID: String,
+        deviceSecret: String? = nil,
+        dpopJKT: String? = nil
+    ) {
         self.code = code
         self.codeVerifier = codeVerifier
         self.redirectURI = redirectURI
         self.clientID = clientID
         self.deviceSecret = deviceSecret
+        self.dpopJKT = dpopJKT
     }
 }
 
@@ -44,9 +54,10 @@ extension AuthService {
             }
             deviceHash = hash
         }
+        let jkt = try bindingKey(request.dpopJKT, client: request.clientID)
         let now = clock.now()
         let outcome = try await store.transaction { transaction in
-            try await redeem(request, codeHash: codeHash, deviceHash: deviceHash, now: now, in: transaction)
+            try await redeem(request, codeHash: codeHash, deviceHash: deviceHash, jkt: jkt, now: now, in: transaction)
         }
         return try await finish(outcome)
     }
@@ -74,6 +85,7 @@ extension AuthService {
         _ request: HandoffRedemption,
         codeHash: TokenHash,
         deviceHash: TokenHash?,
+        jkt: String?,
         now: Date,
         in transaction: StoreTransaction
     ) async throws -> RedemptionOutcome<IssuedTokens> {
@@ -139,13 +151,15 @@ extension AuthService {
                 refreshTokenHash: refresh.hash,
                 expiresAt: now.addingTimeInterval(settings.sessionIdleTTL),
                 absoluteExpiresAt: now.addingTimeInterval(settings.sessionAbsoluteTTL),
-                now: now
+                now: now,
+                dpopJKT: jkt
             )
         )
         try await codes.markRedeemed(codeHash: codeHash, session: session, now: now)
         try await transaction.accounts.touch(accountID, now: now)
         let tokens = IssuedTokens(
             accessToken: access.value,
+            tokenType: Self.tokenType(jkt),
             expiresIn: Int(settings.accessTokenTTL),
             refreshToken: refresh.value,
             account: account,

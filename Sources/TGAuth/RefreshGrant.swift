@@ -8,12 +8,15 @@ extension AuthService {
     /// pair every time; the previous token gets the same answer again for a short grace window (a
     /// retry after a lost response, or two requests racing); any older token of the family, or
     /// the previous one after the window, is reuse and ends the whole family.
-    public func refresh(refreshToken: String, clientID: String) async throws -> IssuedTokens {
+    ///
+    /// A session bound to a DPoP key refreshes only with a proof of that key (`dpopJKT`, verified);
+    /// an unbound one of an app that uses DPoP is bound by a refresh that brings a proof.
+    public func refresh(refreshToken: String, clientID: String, dpopJKT: String? = nil) async throws -> IssuedTokens {
         guard clients[clientID] != nil else { throw OAuthError(.invalidClient, "client_id names no registered app.") }
         guard let hash = OpaqueToken.hashIfWellFormed(refreshToken) else { throw Self.deadRefreshToken }
         let now = clock.now()
         let outcome = try await store.transaction { transaction in
-            try await rotate(hash, clientID: clientID, now: now, in: transaction)
+            try await rotate(hash, clientID: clientID, proofKey: dpopJKT, now: now, in: transaction)
         }
         return try await finish(outcome)
     }
@@ -23,6 +26,7 @@ extension AuthService {
     private func rotate(
         _ hash: TokenHash,
         clientID: String,
+        proofKey: String?,
         now: Date,
         in transaction: StoreTransaction
     ) async throws -> RedemptionOutcome<IssuedTokens> {
@@ -33,10 +37,18 @@ extension AuthService {
                 try await transaction.sessions.end(.session(current.id))
                 return .refused(Self.deadRefreshToken, orphans: [account.id])
             }
+            let jkt: String?
+            if let bound = current.dpopJKT {
+                guard proofKey == bound else { return .refused(Self.otherDPoPKey) }
+                jkt = bound
+            } else {
+                jkt = try bindingKey(proofKey, client: clientID)
+            }
             let access = OpaqueToken.mint()
             let refresh = OpaqueToken.mint()
             let tokens = IssuedTokens(
                 accessToken: access.value,
+                tokenType: Self.tokenType(jkt),
                 expiresIn: Int(settings.accessTokenTTL),
                 refreshToken: refresh.value,
                 account: account
@@ -56,7 +68,8 @@ extension AuthService {
                     absoluteExpiresAt: current.absoluteExpiresAt,
                     replay: replay,
                     idleExpiresAt: now.addingTimeInterval(settings.sessionIdleTTL),
-                    now: now
+                    now: now,
+                    dpopJKT: jkt
                 )
             )
             try await transaction.accounts.touch(account.id, now: now)

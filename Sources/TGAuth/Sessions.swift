@@ -14,6 +14,9 @@ public struct SessionContext: Sendable, Equatable {
     public var expiresAt: Date
     /// When the bearer access token the session was found by expires.
     public var accessTokenExpiresAt: Date
+    /// The RFC 7638 thumbprint of the key the session's tokens are bound to (RFC 9449 `cnf.jkt`):
+    /// every use must come with a proof of that key. nil: a bearer session.
+    public var dpopJKT: String?
 }
 
 /// An account of the caller's device, as `/auth/accounts` lists it.
@@ -28,6 +31,11 @@ extension AuthService {
     public func authenticate(accessToken: String) async throws -> SessionContext {
         guard let context = try await session(accessToken: accessToken, requireValid: true) else { throw Self.invalidAccessToken }
         return context
+    }
+
+    /// The session of an access token, expired or not (logout works with either); nil when unknown.
+    public func session(ofAccessToken accessToken: String) async throws -> SessionContext? {
+        try await session(accessToken: accessToken, requireValid: false)
     }
 
     static let invalidAccessToken = AuthProblem(.invalidToken, "The access token is invalid or expired. Refresh it, or log in again.")
@@ -49,7 +57,8 @@ extension AuthService {
             clientID: stored.clientID,
             account: AccountSummary(stored: stored.account),
             expiresAt: stored.expiresAt,
-            accessTokenExpiresAt: stored.accessExpiresAt
+            accessTokenExpiresAt: stored.accessExpiresAt,
+            dpopJKT: stored.dpopJKT
         )
     }
 

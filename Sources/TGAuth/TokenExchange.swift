@@ -15,6 +15,9 @@ public struct TokenExchangeRequest: Sendable {
     public var scope: String?
     public var requestedTokenType: String?
     public var clientID: String?
+    /// The thumbprint of the key of the request's verified DPoP proof, if it had one: a bound
+    /// `subject_token` is exchanged only with a proof of its key.
+    public var dpopJKT: String?
 
     public init(
         subjectToken: String,
@@ -22,8 +25,10 @@ public struct TokenExchangeRequest: Sendable {
         resource: String? = nil,
         scope: String? = nil,
         requestedTokenType: String? = nil,
-        clientID: String? = nil
+        clientID: String? = nil,
+        dpopJKT: String? = nil
     ) {
+        self.dpopJKT = dpopJKT
         self.subjectToken = subjectToken
         self.subjectTokenType = subjectTokenType
         self.resource = resource
@@ -70,6 +75,7 @@ extension AuthService {
         if let clientID = request.clientID, clientID != context.clientID {
             throw OAuthError(.invalidGrant, "subject_token was issued to another client.")
         }
+        if let bound = context.dpopJKT, request.dpopJKT != bound { throw Self.otherDPoPKey }
         let scopes = try exchangeScopes(request, provider: context.account.provider)
         let token: UpstreamAccessToken
         do {

@@ -26,11 +26,15 @@ public struct TransferRedemption: Sendable {
     public var transferCode: String
     public var codeVerifier: String
     public var clientID: String
+    /// The thumbprint of the key of the request's verified DPoP proof: the new sessions are bound
+    /// to it when the app uses DPoP.
+    public var dpopJKT: String?
 
-    public init(transferCode: String, codeVerifier: String, clientID: String) {
+    public init(transferCode: String, codeVerifier: String, clientID: String, dpopJKT: String? = nil) {
         self.transferCode = transferCode
         self.codeVerifier = codeVerifier
         self.clientID = clientID
+        self.dpopJKT = dpopJKT
     }
 }
 
@@ -158,9 +162,10 @@ extension AuthService {
         guard Syntax.isCodeVerifier(request.codeVerifier) else {
             throw OAuthError(.invalidRequest, "code_verifier must be 43 to 128 unreserved characters (RFC 7636).")
         }
+        let jkt = try bindingKey(request.dpopJKT, client: request.clientID)
         let now = clock.now()
         let outcome = try await store.transaction { transaction in
-            try await redeem(request, codeHash: codeHash, now: now, in: transaction)
+            try await redeem(request, codeHash: codeHash, jkt: jkt, now: now, in: transaction)
         }
         return try await finish(outcome)
     }
@@ -173,6 +178,7 @@ extension AuthService {
     private func redeem(
         _ request: TransferRedemption,
         codeHash: TokenHash,
+        jkt: String?,
         now: Date,
         in transaction: StoreTransaction
     ) async throws -> RedemptionOutcome<TransferredDevice> {
@@ -253,13 +259,15 @@ extension AuthService {
                     expiresAt: min(now.addingTimeInterval(settings.sessionIdleTTL), session.absoluteExpiresAt),
                     absoluteExpiresAt: session.absoluteExpiresAt,
                     now: now,
-                    createdAt: session.createdAt
+                    createdAt: session.createdAt,
+                    dpopJKT: jkt
                 )
             )
             try await transaction.accounts.touch(session.account.id, now: now)
             sessions.append(
                 IssuedTokens(
                     accessToken: access.value,
+                    tokenType: Self.tokenType(jkt),
                     expiresIn: Int(min(settings.accessTokenTTL, session.absoluteExpiresAt.timeIntervalSince(now))),
                     refreshToken: refresh.value,
                     account: AccountSummary(stored: session.account)

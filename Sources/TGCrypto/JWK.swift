@@ -57,7 +57,8 @@ public struct JWK: Sendable, Hashable {
         try self.init(object: object)
     }
 
-    init(object: [String: Any]) throws(CryptoError) {
+    /// The same from a parsed JSON object (a `jwk` header member).
+    public init(object: [String: Any]) throws(CryptoError) {
         func member(_ name: String) throws(CryptoError) -> String? {
             guard let value = object[name] else { return nil }
             guard let string = value as? String else { throw .malformed }

@@ -2,7 +2,8 @@ internal import COpenSSL
 
 extension JWS {
     /// Signs `payload` and returns the compact serialization. The header holds `alg`, and
-    /// `kid` and `typ` when given (members sorted, no whitespace).
+    /// `kid`, `typ` and `jwk` (a public key, as DPoP proofs carry it) when given (members sorted,
+    /// no whitespace).
     ///
     /// Throws ``CryptoError/invalidKey`` when `key` does not fit `algorithm` (for example
     /// ES256 needs a P-256 key, RS256 an RSA key of at least 2048 bits).
@@ -11,12 +12,14 @@ extension JWS {
         algorithm: JWSAlgorithm,
         keyID: String? = nil,
         type: String? = "JWT",
+        jwk: JWK? = nil,
         using key: PrivateKey
     ) throws(CryptoError) -> String {
         try algorithm.checkCompatible(with: key.keyType)
-        var header = ["alg": algorithm.rawValue]
+        var header: [String: Any] = ["alg": algorithm.rawValue]
         header["kid"] = keyID
         header["typ"] = type
+        if let jwk { header["jwk"] = JWK.jsonObject(jwk.json()) }
         let signingInput = Base64URL.encode(JWK.serialize(header)) + "." + Base64URL.encode(payload)
         var signature = try rawSignature(Array(signingInput.utf8), algorithm: algorithm, key: key)
         if let curve = algorithm.curve {

@@ -11,6 +11,8 @@ public struct StoredSession: Sendable, Equatable {
     public var expiresAt: Date
     /// When its current access token expires.
     public var accessExpiresAt: Date
+    /// The thumbprint of the key its tokens are bound to (RFC 9449 `cnf.jkt`); nil: bearer.
+    public var dpopJKT: String?
 }
 
 /// Which sessions to end.
@@ -35,6 +37,8 @@ public struct RefreshingSession: Sendable {
     public var expiresAt: Date
     public var absoluteExpiresAt: Date
     public var account: StoredAccount
+    /// The key its tokens are bound to; nil: bearer.
+    public var dpopJKT: String?
 }
 
 /// A session whose previous refresh token was presented, its row locked.
@@ -60,6 +64,8 @@ public struct SessionRotation: Sendable {
     public var absoluteExpiresAt: Date
     /// The answer, sealed, for a retry within the grace window.
     public var replay: SealedBlob
+    /// The key the session's tokens are bound to from now on (RFC 9449); nil keeps it unbound.
+    public var dpopJKT: String?
     /// The new idle expiry (never past the absolute one).
     public var idleExpiresAt: Date
     public var now: Date
@@ -74,8 +80,10 @@ public struct SessionRotation: Sendable {
         absoluteExpiresAt: Date,
         replay: SealedBlob,
         idleExpiresAt: Date,
-        now: Date
+        now: Date,
+        dpopJKT: String? = nil
     ) {
+        self.dpopJKT = dpopJKT
         self.session = session
         self.familyID = familyID
         self.accessTokenHash = accessTokenHash
@@ -99,7 +107,7 @@ public struct SessionStore: Sendable {
     public func find(accessTokenHash: TokenHash) async throws -> StoredSession? {
         let rows = try await executor.query(
             """
-            SELECT s.id AS session_id, s.device_id, s.client_id, s.access_expires_at, s.expires_at, a.state,
+            SELECT s.id AS session_id, s.device_id, s.client_id, s.access_expires_at, s.expires_at, s.dpop_jkt, a.state,
               a.id, a.provider, a.issuer, a.subject, a.tenant, a.claims::text AS claims
             FROM sessions s JOIN accounts a ON a.id = s.account_id
             WHERE s.access_token_hash = \(accessTokenHash)
@@ -112,7 +120,8 @@ public struct SessionStore: Sendable {
             clientID: try row.decode(String.self, "client_id"),
             account: try StoredAccount(row: row),
             expiresAt: try row.decode(Date.self, "expires_at"),
-            accessExpiresAt: try row.decode(Date.self, "access_expires_at")
+            accessExpiresAt: try row.decode(Date.self, "access_expires_at"),
+            dpopJKT: try row.decode(String?.self, "dpop_jkt")
         )
     }
 
@@ -178,6 +187,8 @@ public struct SessionStore: Sendable {
         public var now: Date
         /// When its login happened (a device's accounts are listed in this order); now by default.
         public var createdAt: Date?
+        /// The key its tokens are bound to (RFC 9449); nil: bearer.
+        public var dpopJKT: String?
 
         public init(
             device: UUID,
@@ -189,7 +200,8 @@ public struct SessionStore: Sendable {
             expiresAt: Date,
             absoluteExpiresAt: Date,
             now: Date,
-            createdAt: Date? = nil
+            createdAt: Date? = nil,
+            dpopJKT: String? = nil
         ) {
             self.device = device
             self.account = account
@@ -201,6 +213,7 @@ public struct SessionStore: Sendable {
             self.absoluteExpiresAt = absoluteExpiresAt
             self.now = now
             self.createdAt = createdAt
+            self.dpopJKT = dpopJKT
         }
     }
 
@@ -210,14 +223,15 @@ public struct SessionStore: Sendable {
         let rows = try await executor.query(
             """
             INSERT INTO sessions (device_id, account_id, client_id, access_token_hash, access_expires_at, refresh_token_hash,
-              expires_at, absolute_expires_at, created_at, last_used_at)
+              expires_at, absolute_expires_at, created_at, last_used_at, dpop_jkt)
             VALUES (\(session.device), \(session.account), \(session.clientID), \(session.accessTokenHash), \(session.accessExpiresAt),
-              \(session.refreshTokenHash), \(session.expiresAt), \(session.absoluteExpiresAt), \(session.createdAt ?? session.now), \(session.now))
+              \(session.refreshTokenHash), \(session.expiresAt), \(session.absoluteExpiresAt), \(session.createdAt ?? session.now), \(session.now),
+              \(session.dpopJKT))
             ON CONFLICT (device_id, account_id) DO UPDATE SET client_id = EXCLUDED.client_id, family_id = gen_random_uuid(),
               access_token_hash = EXCLUDED.access_token_hash, access_expires_at = EXCLUDED.access_expires_at,
               refresh_token_hash = EXCLUDED.refresh_token_hash, previous_refresh_token_hash = NULL, rotated_at = NULL,
               replay_response = NULL, expires_at = EXCLUDED.expires_at, absolute_expires_at = EXCLUDED.absolute_expires_at,
-              created_at = EXCLUDED.created_at, last_used_at = EXCLUDED.last_used_at
+              created_at = EXCLUDED.created_at, last_used_at = EXCLUDED.last_used_at, dpop_jkt = EXCLUDED.dpop_jkt
             RETURNING id
             """
         )
@@ -231,7 +245,7 @@ public struct SessionStore: Sendable {
     public func lockForRefresh(refreshTokenHash hash: TokenHash) async throws -> RefreshingSession? {
         let rows = try await executor.query(
             """
-            SELECT s.id AS session_id, s.client_id, s.family_id, s.expires_at, s.absolute_expires_at, a.state,
+            SELECT s.id AS session_id, s.client_id, s.family_id, s.expires_at, s.absolute_expires_at, s.dpop_jkt, a.state,
               a.id, a.provider, a.issuer, a.subject, a.tenant, a.claims::text AS claims
             FROM sessions s JOIN accounts a ON a.id = s.account_id
             WHERE s.refresh_token_hash = \(hash) FOR UPDATE OF s
@@ -244,7 +258,8 @@ public struct SessionStore: Sendable {
             familyID: try row.decode(UUID.self, "family_id"),
             expiresAt: try row.decode(Date.self, "expires_at"),
             absoluteExpiresAt: try row.decode(Date.self, "absolute_expires_at"),
-            account: try StoredAccount(row: row)
+            account: try StoredAccount(row: row),
+            dpopJKT: try row.decode(String?.self, "dpop_jkt")
         )
     }
 
@@ -256,7 +271,7 @@ public struct SessionStore: Sendable {
             UPDATE sessions SET access_token_hash = \(rotation.accessTokenHash), access_expires_at = \(rotation.accessExpiresAt),
               refresh_token_hash = \(rotation.refreshTokenHash), previous_refresh_token_hash = \(rotation.spentRefreshTokenHash),
               rotated_at = \(rotation.now), replay_response = \(rotation.replay), last_used_at = \(rotation.now),
-              expires_at = LEAST(\(rotation.idleExpiresAt), absolute_expires_at)
+              expires_at = LEAST(\(rotation.idleExpiresAt), absolute_expires_at), dpop_jkt = \(rotation.dpopJKT)
             WHERE id = \(rotation.session)
             """
         )

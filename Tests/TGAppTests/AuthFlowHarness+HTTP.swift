@@ -30,16 +30,17 @@ extension AuthFlowHarness {
     }
 
     /// `POST path` with a form body from the app, by the harness's transport.
-    func post(_ path: String, form: [(String, String)], bearer: String? = nil) async throws -> TestResponse {
+    func post(_ path: String, form: [(String, String)], bearer: String? = nil, headers: [String] = []) async throws -> TestResponse {
         switch transport {
         case .inProcess:
-            return await client.post(path, form: form, bearer: bearer)
+            return await client.post(path, form: form, bearer: bearer, headers: try Self.fields(headers))
         case .sockets:
             var arguments = [
                 "-i", "-X", "POST", baseURL + path, "-H", "Content-Type: application/x-www-form-urlencoded",
                 "--data-raw", FormURLEncoding.encode(form.map { (name: $0.0, value: $0.1) }),
             ]
             if let bearer { arguments += ["-H", "Authorization: Bearer \(bearer)"] }
+            for header in headers { arguments += ["-H", header] }
             return TestResponse(try await curl(arguments))
         }
     }

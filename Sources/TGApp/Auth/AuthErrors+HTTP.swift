@@ -15,6 +15,7 @@ extension OAuthError: HTTPResponseError {
             }
         var fields: HTTPFields = [.cacheControl: "no-store", .pragma: "no-cache"]
         if let retryAfter { fields[.retryAfter] = String(retryAfter) }
+        if let dpopNonce { fields[.dpopNonce] = dpopNonce }
         var members = members
         members["error"] = .string(code.rawValue)
         members["error_description"] = .string(description)

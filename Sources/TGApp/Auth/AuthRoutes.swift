@@ -13,7 +13,12 @@ enum AuthRoutes {
 
     static func add(to router: inout Router, service: AuthService, limits: Limits) {
         // The session a bearer token names, for the routes that need one.
-        let session = RoutePolicy(session: { request in try await service.authenticate(accessToken: try bearer(request)) })
+        let session = RoutePolicy(session: { request in
+            let token = try presentedToken(request)
+            let context = try await service.authenticate(accessToken: String(token.value))
+            try DPoPGate.check(request, session: context, token: token, auth: service)
+            return context
+        })
         router.add(
             .get,
             "/auth/login",
@@ -42,7 +47,12 @@ enum AuthRoutes {
             .post,
             "/auth/logout",
             .async { request, _ in
-                let token = try bearer(request)
+                let presented = try presentedToken(request)
+                let token = String(presented.value)
+                // A DPoP-bound session logs out only with a proof of its key (expired or not).
+                if let context = try await service.session(ofAccessToken: token) {
+                    try DPoPGate.check(request, session: context, token: presented, auth: service)
+                }
                 var parameters = request.queryItems
                 if !request.body.isEmpty { parameters += try formParameters(request) }
                 var scope = LogoutScope.device
@@ -121,6 +131,8 @@ enum AuthRoutes {
                 let context = try info.requireSession()
                 var body = try accountObject(context.account)
                 body["session_expires_at"] = ISO8601DateFormatter().string(from: context.expiresAt)
+                // RFC 9449 §6: the key the token is bound to.
+                if let jkt = context.dpopJKT { body["cnf"] = ["jkt": jkt] }
                 return json(.ok, body)
             }
         )
@@ -152,37 +164,51 @@ enum AuthRoutes {
 
     // MARK: - Request reading
 
-    /// The bearer token of `Authorization` (RFC 6750 §2.1).
+    /// The access token of `Authorization` (RFC 6750 §2.1, or RFC 9449 §7.1's `DPoP` scheme).
     static func bearer(_ request: ServerRequest) throws -> String {
-        String(try bearerToken(request))
+        String(try presentedToken(request).value)
     }
 
-    /// ``bearer(_:)`` as a slice of the header, not copied (the cached proxy path only hashes it).
-    static func bearerToken(_ request: ServerRequest) throws -> Substring {
+    /// The access token as a slice of the header, not copied (the cached proxy path only hashes
+    /// it), and whether it came with the `DPoP` scheme.
+    static func presentedToken(_ request: ServerRequest) throws -> PresentedToken {
         // On the bytes in place: this runs on every proxied call.
         guard let header = request.fields.first(.authorization),
-            let bounds = header.withUTF8Bytes(Self.bearerBounds)
+            let (bounds, isDPoP) = header.withUTF8Bytes(Self.tokenBounds)
         else {
             throw AuthProblem(.invalidToken, "Send the TokenGate access token as Authorization: Bearer <token>.")
         }
         let utf8 = header.utf8
-        return Substring(utf8[utf8.index(utf8.startIndex, offsetBy: bounds.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: bounds.upperBound)])
+        let value = Substring(
+            utf8[utf8.index(utf8.startIndex, offsetBy: bounds.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: bounds.upperBound)]
+        )
+        return PresentedToken(value: value, isDPoP: isDPoP)
     }
 
-    /// Where the token is in an `Authorization` value: after `Bearer` (any case) and blanks, before
-    /// trailing blanks; nil when the scheme is not `Bearer` or nothing follows it.
-    private static func bearerBounds(_ bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
-        let scheme: StaticString = "bearer "
-        guard bytes.count > scheme.utf8CodeUnitCount else { return nil }
-        for index in 0..<scheme.utf8CodeUnitCount {
-            let byte = bytes[index]
-            guard ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) == scheme.utf8Start[index] else { return nil }
+    /// Where the token is in an `Authorization` value: after `Bearer` or `DPoP` (any case) and
+    /// blanks, before trailing blanks; nil when the scheme is neither or nothing follows it.
+    private static func tokenBounds(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, isDPoP: Bool)? {
+        func starts(with scheme: StaticString) -> Bool {
+            guard bytes.count > scheme.utf8CodeUnitCount else { return false }
+            for index in 0..<scheme.utf8CodeUnitCount {
+                let byte = bytes[index]
+                guard ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) == scheme.utf8Start[index] else { return false }
+            }
+            return true
         }
-        var start = scheme.utf8CodeUnitCount
+        let isDPoP: Bool
+        if starts(with: "bearer ") {
+            isDPoP = false
+        } else if starts(with: "dpop ") {
+            isDPoP = true
+        } else {
+            return nil
+        }
+        var start = isDPoP ? 5 : 7
         var end = bytes.count
         while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
         while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
-        return start..<end
+        return (start..<end, isDPoP)
     }
 
     /// The body's `application/x-www-form-urlencoded` parameters.

@@ -15,6 +15,8 @@ enum TokenEndpoint {
                 guard let value = parameters[name], !value.isEmpty else { throw OAuthError(.invalidRequest, "\(name) is required.") }
                 return value
             }
+            // A DPoP proof, when the app sends one (RFC 9449 §5): its key binds the new tokens.
+            let proofKey = try DPoPGate.proofKey(request, auth: service)
             let tokens: any Encodable
             switch parameters["grant_type"] {
             case "authorization_code":
@@ -24,11 +26,16 @@ enum TokenEndpoint {
                         codeVerifier: try required("code_verifier"),
                         redirectURI: try required("redirect_uri"),
                         clientID: try required("client_id"),
-                        deviceSecret: parameters["device_secret"]
+                        deviceSecret: parameters["device_secret"],
+                        dpopJKT: proofKey
                     )
                 )
             case "refresh_token":
-                tokens = try await service.refresh(refreshToken: try required("refresh_token"), clientID: try required("client_id"))
+                tokens = try await service.refresh(
+                    refreshToken: try required("refresh_token"),
+                    clientID: try required("client_id"),
+                    dpopJKT: proofKey
+                )
             case TokenExchangeRequest.grantType:
                 tokens = try await service.exchange(
                     TokenExchangeRequest(
@@ -37,7 +44,8 @@ enum TokenEndpoint {
                         resource: parameters["resource"] ?? parameters["audience"],
                         scope: parameters["scope"],
                         requestedTokenType: parameters["requested_token_type"],
-                        clientID: parameters["client_id"]
+                        clientID: parameters["client_id"],
+                        dpopJKT: proofKey
                     )
                 )
             case TransferRedemption.grantType:
@@ -45,7 +53,8 @@ enum TokenEndpoint {
                     TransferRedemption(
                         transferCode: try required("transfer_code"),
                         codeVerifier: try required("code_verifier"),
-                        clientID: try required("client_id")
+                        clientID: try required("client_id"),
+                        dpopJKT: proofKey
                     )
                 )
             case nil:
@@ -58,11 +67,10 @@ enum TokenEndpoint {
             }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return ServerResponse(
-                status: .ok,
-                headerFields: [.contentType: "application/json", .cacheControl: "no-store", .pragma: "no-cache"],
-                body: .bytes(Array(try encoder.encode(tokens)))
-            )
+            var fields: HTTPFields = [.contentType: "application/json", .cacheControl: "no-store", .pragma: "no-cache"]
+            // With nonces on, every answer carries the current one for the next proof (RFC 9449 §8.2).
+            if let nonce = service.dpop.currentNonce() { fields[.dpopNonce] = nonce }
+            return ServerResponse(status: .ok, headerFields: fields, body: .bytes(Array(try encoder.encode(tokens))))
         } catch let error as PostgresError where error.isUnavailable || error.isCancelled {
             // Logged like every other route's database outage (Application.answer).
             service.logger.warning("database unavailable", metadata: ["route": "/auth/token"])

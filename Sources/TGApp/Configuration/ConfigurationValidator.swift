@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Logging
+import TGAuth
 import TGCrypto
 
 #if canImport(Glibc)
@@ -60,8 +61,22 @@ struct ConfigurationValidator {
         }
         if c.server.loginRateLimitPerMinute < 0 { problem("server.login_rate_limit_per_minute", "must be 0 (no limit) or more") }
         if c.server.tokenRateLimitPerMinute < 0 { problem("server.token_rate_limit_per_minute", "must be 0 (no limit) or more") }
+        checkDPoP(c.dpop)
         if !c.clients.isEmpty, c.encryption.keys.isEmpty {
             problem("encryption.keys", "are required when clients are registered (refresh tokens are stored encrypted)")
+        }
+    }
+
+    private mutating func checkDPoP(_ dpop: TokenGateConfiguration.DPoP) {
+        let names = JWSAlgorithm.allCases.map(\.rawValue)
+        if dpop.algorithms.isEmpty { problem("dpop.algorithms", "must name at least one of \(names.joined(separator: ", "))") }
+        for (index, name) in dpop.algorithms.enumerated() where JWSAlgorithm(rawValue: name) == nil {
+            problem("dpop.algorithms[\(index)]", "must be one of \(names.joined(separator: ", ")) (never none or HMAC)")
+        }
+        if !(5...600).contains(dpop.proofMaxAgeSeconds) { problem("dpop.proof_max_age_seconds", "must be between 5 and 600") }
+        if !(10...86400).contains(dpop.nonceLifetimeSeconds) { problem("dpop.nonce_lifetime_seconds", "must be between 10 and 86400") }
+        if !(1000...100_000_000).contains(dpop.replayCacheEntries) {
+            problem("dpop.replay_cache_entries", "must be between 1000 and 100000000")
         }
     }
 
@@ -112,6 +127,7 @@ struct ConfigurationValidator {
             if client.clientID.isEmpty { problem("\(path).client_id", "must not be empty") }
             if !seen.insert(client.clientID).inserted { problem("\(path).client_id", "duplicates another client") }
             if client.redirectURIs.isEmpty { problem("\(path).redirect_uris", "must list at least one redirect URI") }
+            if DPoPMode(rawValue: client.dpop) == nil { problem("\(path).dpop", "must be off, allowed or required") }
             for (position, uri) in client.redirectURIs.enumerated() {
                 if let message = Self.redirectURIProblem(uri) { problem("\(path).redirect_uris[\(position)]", message) }
             }

@@ -10,9 +10,10 @@ public struct TokenGateConfiguration: Sendable, Codable {
     public var upstreams: [Upstream]
     public var sessions: Sessions
     public var sweeper: Sweeper
+    public var dpop: DPoP
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case server, database, log, encryption, clients, providers, upstreams, sessions, sweeper
+        case server, database, log, encryption, clients, providers, upstreams, sessions, sweeper, dpop
     }
 
     /// Sections are always present: the loader inserts `{}` for a missing one, so its defaults apply.
@@ -27,6 +28,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
         upstreams = try c.value(.upstreams, default: [])
         sessions = try c.decode(Sessions.self, forKey: .sessions)
         sweeper = try c.decode(Sweeper.self, forKey: .sweeper)
+        dpop = try c.decode(DPoP.self, forKey: .dpop)
     }
 
     /// Listening, proxies in front, and the limits protecting the server.
@@ -169,9 +171,11 @@ public struct TokenGateConfiguration: Sendable, Codable {
         /// Where the app may ask to be sent back after the provider's logout page; exact URIs,
         /// checked like `redirect_uris`.
         public var postLogoutRedirectURIs: [String]
+        /// `off`, `allowed` or `required`: whether its tokens are bound to a key it holds (RFC 9449).
+        public var dpop: String
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case providers
+            case providers, dpop
             case clientID = "client_id"
             case redirectURIs = "redirect_uris"
             case postLogoutRedirectURIs = "post_logout_redirect_uris"
@@ -183,6 +187,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             redirectURIs = try c.value(.redirectURIs, default: [])
             providers = try c.value(.providers, default: [])
             postLogoutRedirectURIs = try c.value(.postLogoutRedirectURIs, default: [])
+            dpop = try c.value(.dpop, default: "off")
         }
     }
 

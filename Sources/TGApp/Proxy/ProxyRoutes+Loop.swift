@@ -17,7 +17,8 @@ extension ProxyRoutes {
             let (upstream, target) = try route(request, info)
             let method = request.method
             guard request.bodyStream == nil, let loop = request.loop, loop.index < upstream.loopClients.count,
-                let session = try auth.cachedSessionForAPI(accessToken: try AuthRoutes.bearerToken(request)),
+                case let presented = try AuthRoutes.presentedToken(request),
+                let session = try auth.cachedSessionForAPI(accessToken: presented.value),
                 session.account.provider == upstream.settings.provider,
                 let token = auth.cachedUpstreamAccessToken(for: session, scopes: upstream.scopes),
                 let bearer = ProxyHeaders.bearerLines(token)
@@ -25,6 +26,7 @@ extension ProxyRoutes {
                 forwardAsync(request, info, responder)
                 return
             }
+            try DPoPGate.check(request, session: session, token: presented, auth: auth)
             let client = upstream.loopClients[loop.index]
             let bodyMethod = method == .post || method == .put || method == .patch
             let timeout = Duration.seconds(upstream.settings.timeoutSeconds)

@@ -138,7 +138,9 @@ final class ProxyRoutes: Sendable {
         let (upstream, target) = try route(request, info)
         let settings = upstream.settings
         let method = request.method
-        let session = try await auth.authenticateForAPI(accessToken: try AuthRoutes.bearer(request))
+        let presented = try AuthRoutes.presentedToken(request)
+        let session = try await auth.authenticateForAPI(accessToken: String(presented.value))
+        try DPoPGate.check(request, session: session, token: presented, auth: auth)
         guard session.account.provider == settings.provider else {
             throw AuthProblem(
                 .wrongProvider,
