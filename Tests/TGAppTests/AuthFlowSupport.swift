@@ -67,6 +67,8 @@ struct AuthFlowHarness {
         databaseURL fixedURL: String? = nil,
         /// The app client's `post_logout_redirect_uris`.
         postLogoutRedirectURIs: [String] = [],
+        /// More settings of the app client's entry (`, dpop: required`).
+        appClientOptions: String = "",
         transport: Transport = .inProcess,
         _ body: (AuthFlowHarness) async throws -> Void
     ) async throws {
@@ -85,7 +87,7 @@ struct AuthFlowHarness {
                 database: { url: "\(url)" }
                 encryption: { current_key_id: k1, keys: [{ id: k1, secret: MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY= }] }
                 clients:
-                  - { client_id: \(appClient), redirect_uris: ["\(appRedirect)"], post_logout_redirect_uris: \(postLogoutRedirectURIs) }
+                  - { client_id: \(appClient), redirect_uris: ["\(appRedirect)"], post_logout_redirect_uris: \(postLogoutRedirectURIs)\(appClientOptions) }
                   - { client_id: \(otherClient), redirect_uris: ["\(otherRedirect)"] }
                 providers:
                   - \(providerEntry?.replacingOccurrences(of: "{fake_port}", with: String(fake.port)) ?? "{ name: fake, kind: oidc, issuer: \"\(realProvider?.issuer ?? fake.issuer)\", client_id: tokengate, client_secret: s3cret\(providerOptions) }")

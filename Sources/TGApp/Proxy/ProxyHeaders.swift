@@ -16,7 +16,8 @@ enum ProxyHeaders {
     /// Fields the proxy sets or strips itself, which configuration may not set either.
     static let managed: Set<String> =
         hopByHop.union([
-            "host", "authorization", "cookie", "content-length", "expect", "forwarded", "x-forwarded-for",
+            // `dpop`: the app's proof is for TokenGate's URL and key-bound token, not the API's.
+            "host", "authorization", "dpop", "cookie", "content-length", "expect", "forwarded", "x-forwarded-for",
             "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", "x-forwarded-prefix", "x-real-ip", "x-request-id",
         ]).union(overrides)
 
