@@ -256,4 +256,38 @@ import Testing
         #expect(notABool.status == 2)
         #expect(notABool.stderr.contains("upstreams[0].rewrite_links"), "\(notABool.stderr)")
     }
+
+    /// The README's paging example is a configuration TokenGate accepts, and its before and after
+    /// are what the rule makes of the next link.
+    @Test func theReadmesPagingExampleLoadsAndShowsWhatTheRuleDoes() throws {
+        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md")
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        let section = try #require(text.range(of: "### Paging through an API"))
+        let start = try #require(text.range(of: "```yaml\n", range: section.upperBound..<text.endIndex))
+        let end = try #require(text.range(of: "```", range: start.upperBound..<text.endIndex))
+        let yaml =
+            String(text[start.upperBound..<end.lowerBound]) + """
+                database: { url: "postgresql://tokengate@127.0.0.1/x" }
+                providers: [{ name: entra, kind: entra, tenant: common, client_id: a, client_secret: s }]
+                """
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("tg-readme-paging-\(UUID().uuidString).yaml").path
+        try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let configuration = try ConfigurationLoader.load(path: path, environment: [:])
+        let upstream = try #require(configuration.upstreams.first)
+        #expect(upstream.rewriteLinks)
+        #expect(upstream.rewriteMaxBodyBytes == 1 << 20)
+        #expect(upstream.headers["Accept-Encoding"] == "identity")
+
+        let example = try #require(text.range(of: "```text\n", range: end.upperBound..<text.endIndex))
+        let lines = text[example.upperBound...].split(separator: "\n").prefix(2)
+        func nextLink(_ line: Substring) throws -> String {
+            let key = try #require(line.range(of: #""@odata.nextLink":""#))
+            return String(line[key.upperBound...].prefix { $0 != "\"" })
+        }
+        let location = try #require(
+            ProxyLocation(baseURL: upstream.baseURL, name: upstream.name, publicBaseURL: configuration.server.publicBaseURL)
+        )
+        #expect(location.rewrite(try nextLink(lines.first!)) == (try nextLink(lines.last!)))
+    }
 }

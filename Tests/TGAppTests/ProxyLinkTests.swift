@@ -171,6 +171,18 @@ import Testing
         }
     }
 
+    /// Apps' HTTP stacks ask for gzip by themselves, and a compressed answer passes unchanged;
+    /// the entry's `headers` can ask the API for uncompressed answers instead (docs/proxy.md).
+    @Test func anEntryCanAskTheAPIForUncompressedAnswersWhateverTheAppAccepts() async throws {
+        let options = Self.on + #", headers: { Accept-Encoding: identity }"#
+        try await AuthFlowHarness.run(withGraphAPI: true, graphBasePath: "/v1.0", upstreamOptions: options, transport: .sockets) { h in
+            let token = try #require(try await h.logIn()["access_token"] as? String)
+            let echo = try await h.get("/api/graph/echo", bearer: token, headers: ["Accept-Encoding: gzip, deflate, br"])
+            #expect((echo.json["headers"] as? [String: String])?["accept-encoding"] == "identity")
+            #expect(echo.json["path"] as? String == "/echo")
+        }
+    }
+
     @Test func linkFieldTargetsThatPointAtTheAPIAreRewritten() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, graphBasePath: "/v1.0", upstreamOptions: Self.on, transport: .sockets) { h in
             let api = h.graph!.apiURL
