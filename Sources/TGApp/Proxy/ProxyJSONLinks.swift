@@ -142,7 +142,7 @@ enum ProxyJSONLinks {
                 if let link = location.rewrite(content) {
                     replacements.append(Replacement(range: start..<index, bytes: ProxyJSONLinks.literal(link, style: Style())))
                 }
-            } else if let (decoded, style) = ProxyJSONLinks.decode(content),
+            } else if location.mightStartEscaped(content), let (decoded, style) = ProxyJSONLinks.decode(content),
                 let link = decoded.withUnsafeBufferPointer({ location.rewrite($0) })
             {
                 replacements.append(Replacement(range: start..<index, bytes: ProxyJSONLinks.literal(link, style: style)))

@@ -60,6 +60,14 @@ final class ProxyLocation: Sendable {
         return gatewayBase + rest[basePath.count...]
     }
 
+    /// Whether a JSON string's raw content, escapes not yet decoded, can be a URL of the API: it
+    /// starts with an escape, a `/` or the scheme's first letter (most strings of a body are
+    /// told apart so, without decoding them).
+    func mightStartEscaped(_ content: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let first = content.first else { return false }
+        return first == UInt8(ascii: "\\") || first == UInt8(ascii: "/") || Self.lower(first) == scheme.first
+    }
+
     /// `<scheme>://` in any case, or `//`.
     private func startsLikeTheAPI(_ url: UnsafeBufferPointer<UInt8>) -> Bool {
         let slash = UInt8(ascii: "/")
