@@ -108,7 +108,7 @@ final class ProxyLinkRewrite: Sendable {
                 break
             }
         }
-        guard contentTypes == 1, json else { return .pass(nil) }
+        guard contentTypes == 1, json, contentLength != 0 else { return .pass(nil) }
         if encoded { return .pass(.compressed) }
         if untouchable { return .pass(.noTransform) }
         if let contentLength, contentLength > maxBodyBytes { return .pass(.tooLarge) }
