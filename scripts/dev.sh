@@ -54,7 +54,7 @@ providers:
   - { name: dev, kind: oidc, issuer: "http://127.0.0.1:$mock_port", client_id: tokengate-dev, client_secret: dev-secret,
       scopes: [openid, profile, email, offline_access] }
 upstreams:
-  - { name: graph, base_url: "http://127.0.0.1:$api_port", provider: dev, path_prefixes: ["/me"] }
+  - { name: graph, base_url: "http://127.0.0.1:$api_port", provider: dev, path_prefixes: ["/me"], rewrite_links: true }
 YAML
 "$binary" migrate --config "$data/tokengate.yaml"
 "$binary" serve --config "$data/tokengate.yaml" &

@@ -3,8 +3,9 @@
     python3 scripts/dev_api.py PORT PROVIDER_ISSUER
 
 GET /me answers the signed-in user (from the provider's userinfo endpoint, which also checks the
-token); GET /me/messages answers a page with an absolute @odata.nextLink, as Graph does. A token
-the provider does not know gets 401 with WWW-Authenticate: Bearer error="invalid_token".
+token); GET /me/messages answers a page with an absolute @odata.nextLink to this API, as Graph
+does, and its second page ($skip=1) an @odata.deltaLink (TokenGate rewrites both: rewrite_links).
+A token the provider does not know gets 401 with WWW-Authenticate: Bearer error="invalid_token".
 """
 import json, sys, urllib.error, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +37,9 @@ class API(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path == "/me":
             return self.reply(200, {"id": user["sub"], "displayName": user.get("name", user["sub"]), "mail": user.get("email")})
+        if path == "/me/messages" and "$skip=1" in self.path:
+            return self.reply(200, {"value": [{"id": "2", "subject": "Paging through TokenGate"}],
+                                    "@odata.deltaLink": f"http://127.0.0.1:{port}/me/messages/delta?$deltatoken=1"})
         if path == "/me/messages":
             return self.reply(200, {"value": [{"id": "1", "subject": "Welcome to TokenGate"}],
                                     "@odata.nextLink": f"http://127.0.0.1:{port}/me/messages?$skip=1"})

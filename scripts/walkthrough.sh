@@ -22,9 +22,12 @@ access=$(echo "$tokens" | json access_token); refresh=$(echo "$tokens" | json re
 # 5. Who is signed in, and a call to the API through TokenGate (it adds the provider's token).
 curl -sf "$TG/auth/me" -H "Authorization: Bearer $access"; echo
 curl -sf "$TG/api/graph/me" -H "Authorization: Bearer $access"; echo
-# 6. New tokens with the refresh token (the old one is spent).
+# 6. A page of messages: its @odata.nextLink is TokenGate's URL (rewrite_links), so the app follows it as it is.
+next=$(curl -sf "$TG/api/graph/me/messages" -H "Authorization: Bearer $access" | json @odata.nextLink); echo "$next"
+curl -sf "$next" -H "Authorization: Bearer $access"; echo
+# 7. New tokens with the refresh token (the old one is spent).
 access=$(curl -sf "$TG/auth/token" -d grant_type=refresh_token -d "refresh_token=$refresh" -d client_id=dev-app | json access_token)
-# 7. Lost Keychain? The app kept a transfer code and its verifier where they survive (README,
+# 8. Lost Keychain? The app kept a transfer code and its verifier where they survive (README,
 #    "Transfer codes"); a fresh install redeems it once: the same accounts, no sign-in.
 keep=$(openssl rand -hex 32)
 kept=$(printf %s "$keep" | openssl dgst -sha256 -binary | base64 | tr '+/' '-_' | tr -d '=')
@@ -34,6 +37,6 @@ old=$access
 access=$(curl -sf "$TG/auth/token" -d grant_type=urn:tokengate:params:oauth:grant-type:transfer-code \
   -d "transfer_code=$transfer" -d "code_verifier=$keep" -d client_id=dev-app | json access_token)
 curl -s -o /dev/null -w 'old device after transfer: %{http_code}\n' "$TG/auth/me" -H "Authorization: Bearer $old"
-# 8. Log out: the session ends; its token no longer works.
+# 9. Log out: the session ends; its token no longer works.
 curl -sf -X POST "$TG/auth/logout" -H "Authorization: Bearer $access"; echo
 curl -s -o /dev/null -w 'after logout: %{http_code}\n' "$TG/auth/me" -H "Authorization: Bearer $access"

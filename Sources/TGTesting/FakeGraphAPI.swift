@@ -9,9 +9,12 @@ import TGHTTPServer
 /// serves the shapes that matter: JSON, binary `$value` bodies, large streamed bodies, slow
 /// answers, chosen statuses with `Retry-After`, and `@odata.nextLink` pages.
 ///
-/// Paths: `/me`, `/me/photo/$value`, `/echo` (what arrived, as JSON), `/upload` (the body is
-/// streamed in and answered as `{"bytes":N,"sha256":"…"}`), `/bytes?count=N` (N bytes, streamed),
-/// `/slow?ms=N`, `/status/{code}`, `/users` (a page with an absolute next link).
+/// Paths, below ``basePath`` (Graph's `/v1.0`, say; none by default): `/me`, `/me/photo/$value`,
+/// `/echo` (what arrived, as JSON), `/upload` (the body is streamed in and answered as
+/// `{"bytes":N,"sha256":"…"}`), `/bytes?count=N` (N bytes, streamed), `/slow?ms=N`,
+/// `/status/{code}`, `/users` (a page with an absolute `@odata.nextLink` to the second,
+/// `/users?$skiptoken=2`, which has an `@odata.deltaLink`), and whatever a test set with
+/// ``serve(_:status:fields:body:chunked:)``.
 public final class FakeGraphAPI: Sendable {
     /// A request as the API saw it.
     public struct Received: Sendable {
@@ -25,13 +28,27 @@ public final class FakeGraphAPI: Sendable {
     private let log = Mutex<[Received]>([])
     private let rejections = Mutex<Int>(0)
     private let uploadLog = Mutex<[(bytes: Int, sha256: String)]>([])
+    private let canned = Mutex<[String: Canned]>([:])
+    /// The server's origin, `http://127.0.0.1:PORT`.
     public let baseURL: String
+    /// The path the API lives under (no trailing `/`); the base URL to configure is ``apiURL``.
+    public let basePath: String
+    /// ``baseURL`` + ``basePath``.
+    public var apiURL: String { baseURL + basePath }
+
+    /// An answer set by a test.
+    struct Canned: Sendable {
+        var status: Int
+        var fields: [(String, String)]
+        var body: [UInt8]
+        var chunked: Bool
+    }
 
     /// The photo `/me/photo/$value` serves: every byte value, 64 times.
     public static let photo: [UInt8] = (0..<(256 * 64)).map { UInt8($0 & 0xFF) }
 
     /// Starts on a free loopback port; `subject` says who a token belongs to (nil: refused).
-    public init(threads: Int = 2, subject: @escaping @Sendable (String) -> String?) throws {
+    public init(threads: Int = 2, basePath: String = "", subject: @escaping @Sendable (String) -> String?) throws {
         var configuration = HTTPServer.Configuration()
         configuration.threads = threads
         configuration.connectionLimit = 20_000
@@ -50,6 +67,7 @@ public final class FakeGraphAPI: Sendable {
         }
         try server.start()
         baseURL = "http://127.0.0.1:\(server.port)"
+        self.basePath = basePath
         box.withLock { $0 = self }
     }
 
@@ -60,6 +78,18 @@ public final class FakeGraphAPI: Sendable {
 
     /// The size and SHA-256 (hex) of every body `/upload` read to its end, in order.
     public var uploads: [(bytes: Int, sha256: String)] { uploadLog.withLock { $0 } }
+
+    /// Answers GET and HEAD of `path` (below ``basePath``) with `body` and `fields` from now on:
+    /// with its `Content-Length`, or `chunked` in pieces of 16 KiB without one.
+    public func serve(
+        _ path: String,
+        status: Int = 200,
+        fields: [(String, String)] = [("Content-Type", "application/json")],
+        body: [UInt8],
+        chunked: Bool = false
+    ) {
+        canned.withLock { $0[path] = Canned(status: status, fields: fields, body: body, chunked: chunked) }
+    }
 
     /// Refuse the next `count` valid tokens with 401 `invalid_token` (a token revoked upstream).
     public func rejectNextTokens(_ count: Int) { rejections.withLock { $0 = count } }
@@ -88,7 +118,12 @@ public final class FakeGraphAPI: Sendable {
                 )
             )
         }
-        switch path {
+        guard path.hasPrefix(basePath + "/") else {
+            return .response(ServerResponse(status: .notFound, contentType: "application/json", body: #"{"error":{"code":"NotFound"}}"#))
+        }
+        let below = String(path.dropFirst(basePath.count))
+        if let answer = canned.withLock({ $0[below] }) { return .response(Self.response(answer)) }
+        switch below {
         case "/me":
             return .response(Self.json(["id": user, "displayName": "User \(user)"]))
         case "/me/photo/$value":
@@ -99,7 +134,7 @@ public final class FakeGraphAPI: Sendable {
                 headers[field.name.canonicalName, default: ""] += (headers[field.name.canonicalName] == nil ? "" : ", ") + field.value
             }
             let object: [String: Any] = [
-                "method": request.head.method.rawValue, "path": path, "query": request.rawQuery.map(String.init) ?? "",
+                "method": request.head.method.rawValue, "path": below, "query": request.rawQuery.map(String.init) ?? "",
                 "headers": headers, "body_count": request.body.count,
             ]
             return .response(Self.json(object))
@@ -145,9 +180,12 @@ public final class FakeGraphAPI: Sendable {
                 ServerResponse(status: HTTPResponse.Status(code: status), headerFields: [.location: request.queryValue("to") ?? "/"])
             )
         case "/users":
-            return .response(Self.json(["value": [["id": "1"]], "@odata.nextLink": baseURL + "/users?$skiptoken=abc"]))
+            if request.queryValue("$skiptoken") == "2" {
+                return .response(Self.json(["value": [["id": "2"]], "@odata.deltaLink": apiURL + "/users/delta?$deltatoken=d1"]))
+            }
+            return .response(Self.json(["value": [["id": "1"]], "@odata.nextLink": apiURL + "/users?$skiptoken=2"]))
         default:
-            if path.hasPrefix("/status/"), let code = Int(path.dropFirst(8)), (200...599).contains(code) {
+            if below.hasPrefix("/status/"), let code = Int(below.dropFirst(8)), (200...599).contains(code) {
                 var fields: HTTPFields = [:]
                 if code == 429 || code == 503 { fields[.retryAfter] = "7" }
                 return .response(
@@ -161,6 +199,27 @@ public final class FakeGraphAPI: Sendable {
             }
             return .response(ServerResponse(status: .notFound, contentType: "application/json", body: #"{"error":{"code":"NotFound"}}"#))
         }
+    }
+
+    private static func response(_ answer: Canned) -> ServerResponse {
+        var fields = HTTPFields()
+        for (name, value) in answer.fields { if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) } }
+        guard answer.chunked else {
+            return ServerResponse(status: HTTPResponse.Status(code: answer.status), headerFields: fields, body: .bytes(answer.body))
+        }
+        let body = answer.body
+        return ServerResponse(
+            status: HTTPResponse.Status(code: answer.status),
+            headerFields: fields,
+            body: .stream { writer in
+                var start = 0
+                while start < body.count {
+                    let end = min(start + 16 * 1024, body.count)
+                    try await writer.write(Array(body[start..<end]))
+                    start = end
+                }
+            }
+        )
     }
 
     private static func json(_ object: [String: Any]) -> ServerResponse {

@@ -63,6 +63,8 @@ struct AuthFlowHarness {
         /// The whole provider entry instead of the fake's `oidc` one; `{fake_port}` becomes the fake's port.
         providerEntry: String? = nil,
         withGraphAPI: Bool = false,
+        /// The path the Graph-shaped API lives under (`/v1.0`; none by default).
+        graphBasePath: String = "",
         upstreamOptions: String = "",
         databaseURL fixedURL: String? = nil,
         /// The app client's `post_logout_redirect_uris`.
@@ -75,12 +77,12 @@ struct AuthFlowHarness {
         func work(_ database: PostgresClient, _ url: String) async throws {
             _ = try await Migrator(migrations: SchemaMigrations.all).migrate(database)
             let fake = try FakeIdentityProvider.start(pathPrefix: fakePathPrefix, settings: settings)
-            let graph = try withGraphAPI ? FakeGraphAPI { [fake] token in fake.subject(ofAccessToken: token) } : nil
+            let graph = try withGraphAPI ? FakeGraphAPI(basePath: graphBasePath) { [fake] token in fake.subject(ofAccessToken: token) } : nil
             let port = try freeLoopbackPort()
             fake.registerClient(id: "tokengate", secret: "s3cret", redirectURIs: ["http://127.0.0.1:\(port)/auth/callback"])
             let upstreams =
                 graph.map {
-                    "upstreams: [{ name: graph, base_url: \"\($0.baseURL)\", provider: fake, scopes: [User.Read]\(upstreamOptions) }]"
+                    "upstreams: [{ name: graph, base_url: \"\($0.apiURL)\", provider: fake, scopes: [User.Read]\(upstreamOptions) }]"
                 } ?? ""
             let text = """
                 server: { host: 127.0.0.1, port: \(port), \(rateLimits)\(serverOptions) }

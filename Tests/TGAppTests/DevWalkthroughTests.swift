@@ -76,6 +76,10 @@ import Glibc
         #expect(walk.exitCode == 0, "\(walk.stdout)\n\(walk.stderr)")
         #expect(walk.stdout.contains(#""subject":"alice""#))
         #expect(walk.stdout.contains(#""displayName": "alice""#))
+        // The API's next link came back as TokenGate's, and following it reached the second page.
+        #expect(walk.stdout.contains("http://127.0.0.1:\(ports.tokenGate)/api/graph/me/messages?$skip=1\n"), "\(walk.stdout)")
+        #expect(walk.stdout.contains("Paging through TokenGate"))
+        #expect(walk.stdout.contains(#""@odata.deltaLink": "http://127.0.0.1:\#(ports.tokenGate)/api/graph/me/messages/delta?$deltatoken=1""#))
         #expect(walk.stdout.contains("old device after transfer: 401\n"))
         #expect(walk.stdout.contains(#""sessions_ended":1"#))
         #expect(walk.stdout.hasSuffix("after logout: 401\n"))

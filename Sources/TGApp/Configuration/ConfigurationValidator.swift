@@ -203,6 +203,12 @@ struct ConfigurationValidator {
             positive(upstream.connectTimeoutSeconds, "\(path).connect_timeout_seconds")
             positive(upstream.maxBodyBytes, "\(path).max_body_bytes")
             positive(upstream.maxConnections, "\(path).max_connections")
+            if !(1...TokenGateConfiguration.Upstream.rewriteMaxBodyBytesLimit).contains(upstream.rewriteMaxBodyBytes) {
+                problem(
+                    "\(path).rewrite_max_body_bytes",
+                    "must be between 1 and \(TokenGateConfiguration.Upstream.rewriteMaxBodyBytesLimit) (16 MiB: a rewritten answer is held in memory)"
+                )
+            }
             for method in upstream.methods where !TokenGateConfiguration.Upstream.defaultMethods.contains(method) {
                 problem("\(path).methods", "\(method) is not one of \(TokenGateConfiguration.Upstream.defaultMethods.joined(separator: ", "))")
             }

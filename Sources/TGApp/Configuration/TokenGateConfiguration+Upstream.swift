@@ -28,7 +28,18 @@ extension TokenGateConfiguration {
         /// Whether apps may take this API's provider token themselves through token exchange
         /// (RFC 8693 on `/auth/token`). Off by default: the provider's tokens stay on the server.
         public var tokenExchange: Bool
+        /// Whether absolute links to this API in its answers become TokenGate's `/api/{name}/…`
+        /// URLs: in JSON bodies of at most ``rewriteMaxBodyBytes`` and in `Link` fields
+        /// (docs/proxy.md, "Next links and other absolute URLs"). Off by default: answers pass
+        /// byte for byte, as before the setting existed.
+        public var rewriteLinks: Bool
+        /// The largest JSON body whose links are rewritten (read whole first); a larger one
+        /// streams unchanged.
+        public var rewriteMaxBodyBytes: Int
 
+        /// The largest `rewrite_max_body_bytes`: each call whose answer is rewritten holds its
+        /// body in memory, up to this.
+        static let rewriteMaxBodyBytesLimit = 16 << 20
         static let defaultMethods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
         enum CodingKeys: String, CodingKey, CaseIterable {
@@ -41,6 +52,8 @@ extension TokenGateConfiguration {
             case maxConnections = "max_connections"
             case caFile = "ca_file"
             case tokenExchange = "token_exchange"
+            case rewriteLinks = "rewrite_links"
+            case rewriteMaxBodyBytes = "rewrite_max_body_bytes"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -58,6 +71,8 @@ extension TokenGateConfiguration {
             headers = try c.value(.headers, default: [:])
             caFile = try c.decodeIfPresent(String.self, forKey: .caFile)
             tokenExchange = try c.value(.tokenExchange, default: false)
+            rewriteLinks = try c.value(.rewriteLinks, default: false)
+            rewriteMaxBodyBytes = try c.value(.rewriteMaxBodyBytes, default: 1 << 20)
         }
     }
 }

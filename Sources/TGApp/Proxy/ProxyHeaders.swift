@@ -220,8 +220,14 @@ enum ProxyHeaders {
     /// `rawHeaderFields` as bytes; a `Location` that `location` rewrites goes to its `headerFields`.
     /// `Content-Length` is left to the caller (the server sets it for a complete body).
     /// `location` is asked for only when the answer has a `Location` (most have none, and finding
-    /// an API's rewrite costs a lookup by name).
-    static func relay(_ head: RawHead, location: () -> ProxyLocation?, into response: inout ServerResponse) {
+    /// an API's rewrite costs a lookup by name). With `links` (the API's `rewrite_links`), `Link`
+    /// fields whose targets name the API are rewritten, in their place.
+    static func relay(
+        _ head: RawHead,
+        location: () -> ProxyLocation?,
+        links: ProxyLinkRewrite? = nil,
+        into response: inout ServerResponse
+    ) {
         // Names listed in `Connection` (rare: most answers have none, or `keep-alive`).
         var dropped: [[UInt8]] = []
         if head.connectionNamesFields {
@@ -239,6 +245,10 @@ enum ProxyHeaders {
             if isHopByHop(name) || isReplacedInAnswers(name) || RawHeaderFields.equalsIgnoringCase(name, "content-length")
                 || dropped.contains(where: { $0.elementsEqual(name.lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }) })
             {
+                return
+            }
+            if let links, RawHeaderFields.equalsIgnoringCase(name, "link"), let rewritten = links.rewriteLinkField(value) {
+                _ = rewritten.withUnsafeBufferPointer { response.rawHeaderFields.append(name: name, value: $0) }
                 return
             }
             if RawHeaderFields.equalsIgnoringCase(name, "location"), let location = location() {

@@ -55,6 +55,10 @@ extension ProxyRoutes {
                     return
                 }
                 self.metrics?.proxyLoopCalls.increment()
+                if upstream.settings.rewriteLinks, let rewrite = self.linkRewrites[upstream.settings.name] {
+                    Self.relayRewriting(head, exchange, method: method, rewrite: rewrite, location: rewrite.location, responder: responder)
+                    return
+                }
                 responder.respond(Self.relay(head, exchange, method: method, location: { self.locations[upstream.settings.name] }))
             }
         } catch {
@@ -76,16 +80,18 @@ extension ProxyRoutes {
 
     /// The API's answer as it is: a small body already complete goes out in one piece, anything
     /// else is read from the exchange on the loop as it arrives. The fields go from libcurl's
-    /// bytes to libmicrohttpd's without `HTTPFields` in between (``ProxyHeaders/relay(_:location:into:)``,
-    /// the same rules as ``ProxyHeaders/response(_:)``).
+    /// bytes to libmicrohttpd's without `HTTPFields` in between (``ProxyHeaders/relay(_:location:links:into:)``,
+    /// the same rules as ``ProxyHeaders/response(_:)``); `links`: the API's `rewrite_links`, for
+    /// its `Link` fields.
     static func relay(
         _ head: RawHead,
         _ exchange: LoopExchange,
         method: HTTPRequest.Method,
-        location: () -> ProxyLocation?
+        location: () -> ProxyLocation?,
+        links: ProxyLinkRewrite? = nil
     ) -> ServerResponse {
         var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
-        ProxyHeaders.relay(head, location: location, into: &response)
+        ProxyHeaders.relay(head, location: location, links: links, into: &response)
         if exchange.isComplete, method != .head {
             response.body = .bytes(exchange.takeAll())
         } else {

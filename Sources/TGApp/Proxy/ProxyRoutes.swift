@@ -61,6 +61,9 @@ final class ProxyRoutes: Sendable {
     let forwardedLines: HeaderLines
     /// Per API, how its own `Location`s become TokenGate's.
     let locations: [String: ProxyLocation]
+    /// Per API with `rewrite_links`, how the links in its answers become TokenGate's (looked up
+    /// only for an API whose setting is on).
+    let linkRewrites: [String: ProxyLinkRewrite]
     /// `tokengate_proxy_calls_total` by path, when metrics are on.
     let metrics: TokenGateMetrics?
 
@@ -70,6 +73,7 @@ final class ProxyRoutes: Sendable {
         publicScheme: String,
         publicHost: String,
         locations: [String: ProxyLocation],
+        linkRewrites: [String: ProxyLinkRewrite] = [:],
         metrics: TokenGateMetrics?
     ) {
         self.upstreams = upstreams
@@ -79,6 +83,7 @@ final class ProxyRoutes: Sendable {
         self.publicHost = publicHost
         forwardedLines = ProxyHeaders.forwardedLines(proto: publicScheme, host: publicHost)
         self.locations = locations
+        self.linkRewrites = linkRewrites
         self.metrics = metrics
     }
 
@@ -90,19 +95,31 @@ final class ProxyRoutes: Sendable {
         metrics: TokenGateMetrics? = nil
     ) {
         let base = URLComponents(string: publicBaseURL)
+        let locations = Dictionary(
+            upstreams.compactMap { upstream in
+                ProxyLocation(baseURL: upstream.settings.baseURL, name: upstream.settings.name, publicBaseURL: publicBaseURL).map {
+                    (upstream.settings.name, $0)
+                }
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
+        // Registered (and scraped) only when an API rewrites.
+        let rewriteMetrics = upstreams.contains { $0.settings.rewriteLinks } ? metrics.map { ProxyLinkRewrite.Metrics(factory: $0.factory) } : nil
+        let linkRewrites = Dictionary(
+            upstreams.compactMap { upstream -> (String, ProxyLinkRewrite)? in
+                guard upstream.settings.rewriteLinks, let location = locations[upstream.settings.name] else { return nil }
+                let rewrite = ProxyLinkRewrite(location: location, maxBodyBytes: upstream.settings.rewriteMaxBodyBytes, metrics: rewriteMetrics)
+                return (upstream.settings.name, rewrite)
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
         let routes = ProxyRoutes(
             upstreams: Dictionary(upstreams.map { ($0.settings.name, $0) }, uniquingKeysWith: { first, _ in first }),
             auth: auth,
             publicScheme: base?.scheme ?? "http",
             publicHost: base.map { components in components.port.map { "\(components.host ?? ""):\($0)" } ?? components.host ?? "" } ?? "",
-            locations: Dictionary(
-                upstreams.compactMap { upstream in
-                    ProxyLocation(baseURL: upstream.settings.baseURL, name: upstream.settings.name, publicBaseURL: publicBaseURL).map {
-                        (upstream.settings.name, $0)
-                    }
-                },
-                uniquingKeysWith: { first, _ in first }
-            ),
+            locations: locations,
+            linkRewrites: linkRewrites,
             metrics: metrics
         )
         // Calls to an API take its body limit, and its timeout plus a margin so that the proxy's
@@ -164,7 +181,12 @@ final class ProxyRoutes: Sendable {
                 response = try await send(request, upload, to: upstream, target: target, token: token.value, info: info)
             }
         }
-        return try await Self.relay(response, method: method, location: locations[upstream.settings.name])
+        return try await Self.relay(
+            response,
+            method: method,
+            location: locations[upstream.settings.name],
+            rewrite: settings.rewriteLinks ? linkRewrites[settings.name] : nil
+        )
     }
 
     /// The configured API and the checked path of a call, or why it is refused (unknown API,
@@ -271,14 +293,20 @@ final class ProxyRoutes: Sendable {
     static let smallBody = 64 * 1024
 
     /// The API's answer as it is: status, end-to-end fields and the body, streamed (or, when
-    /// small and of known length, passed in one piece).
+    /// small and of known length, passed in one piece). With `rewrite` (the API's
+    /// `rewrite_links`), its links are made TokenGate's (``relayRewriting(_:fields:method:rewrite:)``).
     static func relay(
         _ response: HTTPClientStreamingResponse,
         method: HTTPRequest.Method,
-        location: ProxyLocation? = nil
+        location: ProxyLocation? = nil,
+        rewrite: ProxyLinkRewrite? = nil
     ) async throws -> ServerResponse {
         var fields = ProxyHeaders.response(response.head.headerFields)
         if let location, let value = fields[.location], let rewritten = location.rewrite(value) { fields[.location] = rewritten }
+        if let rewrite {
+            rewrite.rewriteLinkFields(&fields)
+            if let answer = try await relayRewriting(response, fields: fields, method: method, rewrite: rewrite) { return answer }
+        }
         if let length = response.head.headerFields[.contentLength].flatMap(Int.init), length <= smallBody, method != .head {
             let body: [UInt8]
             do {

@@ -1,0 +1,192 @@
+import HTTPTypes
+import TGHTTPClient
+import TGHTTPServer
+
+// Answers of an API with `rewrite_links` (``ProxyLinkRewrite``): a JSON body within the limit is
+// read whole before the head goes out, so that the rewritten body goes with its own length.
+
+extension ProxyRoutes {
+    /// The cached path's answer of an API with `rewrite_links`, from the exchange whose head
+    /// arrived, on the loop: answered at once when the body is not to be rewritten, else once it
+    /// has been read (``LoopLinkRelay``).
+    static func relayRewriting(
+        _ head: RawHead,
+        _ exchange: LoopExchange,
+        method: HTTPRequest.Method,
+        rewrite: ProxyLinkRewrite,
+        location: ProxyLocation?,
+        responder: RouteResponder
+    ) {
+        let plan: ProxyLinkRewrite.Plan =
+            method == .head ? .pass(nil) : rewrite.plan(status: head.status, contentLength: head.contentLength) { head.forEachField($0) }
+        guard plan == .read else {
+            if case .pass(let outcome?) = plan { rewrite.count(outcome) }
+            responder.respond(relay(head, exchange, method: method, location: { location }, links: rewrite))
+            return
+        }
+        LoopLinkRelay(head: head, exchange: exchange, rewrite: rewrite, location: location, responder: responder).start()
+    }
+
+    /// The async path's answer of an API with `rewrite_links`: `fields` are those to send (the
+    /// `Link` ones rewritten); the body is read up to the limit and rewritten when it ended
+    /// within it, else what was read goes out first and the rest streams, all unchanged.
+    static func relayRewriting(
+        _ response: HTTPClientStreamingResponse,
+        fields: HTTPFields,
+        method: HTTPRequest.Method,
+        rewrite: ProxyLinkRewrite
+    ) async throws -> ServerResponse? {
+        let status = response.head.status
+        let plan: ProxyLinkRewrite.Plan = method == .head ? .pass(nil) : rewrite.plan(status: status.code, fields: response.head.headerFields)
+        guard plan == .read else {
+            if case .pass(let outcome?) = plan { rewrite.count(outcome) }
+            return nil
+        }
+        var chunks: [[UInt8]] = []
+        var read = 0
+        do {
+            for try await chunk in response {
+                chunks.append(chunk)
+                read += chunk.count
+                if read > rewrite.maxBodyBytes { break }
+            }
+        } catch {
+            response.cancel()
+            throw (error as? HTTPClientError) == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable
+        }
+        var fields = fields
+        guard read <= rewrite.maxBodyBytes else {
+            rewrite.count(.tooLarge)
+            let prefix = chunks
+            return ServerResponse(
+                status: status,
+                headerFields: fields,
+                body: .stream { writer in
+                    do {
+                        for chunk in prefix { try await writer.write(chunk) }
+                        for try await chunk in response { try await writer.write(chunk) }
+                    } catch {
+                        response.cancel()
+                        throw error
+                    }
+                }
+            )
+        }
+        var body: [UInt8] = []
+        body.reserveCapacity(read)
+        for chunk in chunks { body += chunk }
+        // The server sets the length of the body it sends.
+        fields[.contentLength] = nil
+        return ServerResponse(status: status, headerFields: fields, body: .bytes(rewrite.rewrite(body)))
+    }
+}
+
+/// A JSON answer of an API with `rewrite_links` read on the loop: the body is taken from the
+/// exchange as it arrives (which keeps its transfer going) until it ends, and then answered
+/// rewritten in one piece; past `rewrite_max_body_bytes` (a body of unknown length), what was
+/// read goes out unchanged and the rest streams after it.
+final class LoopLinkRelay: @unchecked Sendable {
+    // Invariant: used only on the loop of the exchange and the connection (the exchange calls
+    // back there, and the relay starts from its head callback).
+    let head: RawHead
+    let exchange: LoopExchange
+    let rewrite: ProxyLinkRewrite
+    let location: ProxyLocation?
+    let responder: RouteResponder
+    private var body: [UInt8] = []
+
+    init(head: RawHead, exchange: LoopExchange, rewrite: ProxyLinkRewrite, location: ProxyLocation?, responder: RouteResponder) {
+        self.head = head
+        self.exchange = exchange
+        self.rewrite = rewrite
+        self.location = location
+        self.responder = responder
+    }
+
+    func start() {
+        if exchange.isComplete {
+            // A small body came with the head.
+            body = exchange.takeAll()
+            answer()
+            return
+        }
+        body.reserveCapacity(min(head.contentLength ?? Self.piece, rewrite.maxBodyBytes + 1))
+        pump()
+    }
+
+    /// Bytes read from the exchange at once.
+    static let piece = 64 * 1024
+
+    private func pump() {
+        while body.count <= rewrite.maxBodyBytes {
+            let read = withUnsafeTemporaryAllocation(byteCount: Self.piece, alignment: 1) { buffer in
+                let read = exchange.read(into: buffer)
+                if case .bytes(let count) = read { body.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
+                return read
+            }
+            switch read {
+            case .bytes:
+                continue
+            case .wait:
+                // The exchange holds this relay until it calls back (or is cancelled).
+                exchange.notify { self.pump() }
+                return
+            case .end:
+                answer()
+                return
+            case .failed(let error):
+                // Nothing went out yet: the app gets TokenGate's answer, as before a head.
+                responder.fail(error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable)
+                return
+            }
+        }
+        // Longer than the limit (its length was not announced): unchanged.
+        rewrite.count(.tooLarge)
+        var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
+        ProxyHeaders.relay(head, location: { location }, links: rewrite, into: &response)
+        if let length = head.contentLength { response.headerFields[.contentLength] = String(length) }
+        response.body = .source(PrefixedExchangeBody(prefix: body, exchange))
+        body = []
+        responder.respond(response)
+    }
+
+    /// The whole body is here: rewritten, in one piece (the server sets its length).
+    private func answer() {
+        var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
+        ProxyHeaders.relay(head, location: { location }, links: rewrite, into: &response)
+        response.body = .bytes(rewrite.rewrite(body))
+        body = []
+        responder.respond(response)
+    }
+}
+
+/// Bytes already read from an exchange, then the rest of it, both on the loop.
+final class PrefixedExchangeBody: ResponseBodySource, @unchecked Sendable {
+    // Invariant: used only on the loop of the exchange and the connection (the server calls a
+    // source only there).
+    private var prefix: [UInt8]
+    private var sent = 0
+    private let rest: ExchangeBody
+
+    init(prefix: [UInt8], _ exchange: LoopExchange) {
+        self.prefix = prefix
+        rest = ExchangeBody(exchange)
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> ResponseBodyRead {
+        guard sent < prefix.count else { return rest.read(into: buffer) }
+        let count = min(buffer.count, prefix.count - sent)
+        prefix.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + sent, byteCount: count) }
+        sent += count
+        if sent == prefix.count { prefix = [] }
+        return .bytes(count)
+    }
+
+    func notify(when ready: @escaping () -> Void) {
+        rest.notify(when: ready)
+    }
+
+    func close() {
+        rest.close()
+    }
+}
