@@ -31,6 +31,11 @@ if ! python3 -c "import oidc_provider_mock" 2>/dev/null; then
     echo "deps: installing oidc-provider-mock" >&2
     python3 -m pip install -q "oidc-provider-mock==0.3.4" >/dev/null
 fi
+# DPoP proofs for scripts/dpop.sh and bench/dpop.sh (oidc-provider-mock's Authlib brings it too).
+if ! python3 -c "import cryptography" 2>/dev/null; then
+    echo "deps: installing cryptography" >&2
+    python3 -m pip install -q cryptography >/dev/null
+fi
 # The reference parser of the Prometheus text format, which the metrics test runs /metrics through.
 if ! python3 -c "import prometheus_client" 2>/dev/null; then
     echo "deps: installing prometheus-client" >&2

@@ -49,7 +49,7 @@ database: { url: "$url" }
 log: { level: info, access_log: true }
 encryption: { current_key_id: dev, keys: [{ id: dev, secret: "$(cat "$data/dev-key")" }] }
 clients:
-  - { client_id: dev-app, redirect_uris: ["com.example.dev:/oauth"] }
+  - { client_id: dev-app, redirect_uris: ["com.example.dev:/oauth"], dpop: allowed }
 providers:
   - { name: dev, kind: oidc, issuer: "http://127.0.0.1:$mock_port", client_id: tokengate-dev, client_secret: dev-secret,
       scopes: [openid, profile, email, offline_access] }

@@ -83,6 +83,16 @@ import Glibc
         #expect(walk.stdout.contains("old device after transfer: 401\n"))
         #expect(walk.stdout.contains(#""sessions_ended":1"#))
         #expect(walk.stdout.hasSuffix("after logout: 401\n"))
+        // The DPoP script against the same `make dev` (its app allows DPoP).
+        let dpop = try await runProcess(
+            "/bin/bash",
+            [Self.root.appendingPathComponent("scripts/dpop.sh").path],
+            environment: environment.merging(["TG": "http://127.0.0.1:\(ports.tokenGate)"]) { $1 }
+        )
+        #expect(dpop.exitCode == 0, "\(dpop.stdout)\n\(dpop.stderr)")
+        #expect(dpop.stdout.contains("token_type: DPoP\n") && dpop.stdout.contains(#""subject":"alice""#))
+        #expect(dpop.stdout.contains("as bearer: 401\nwithout a proof: 401\n"))
+        #expect(dpop.stdout.hasSuffix("refresh without a proof: 400\nrefresh with the proof: 200\n"))
 
         kill(dev.value.processIdentifier, SIGINT)
         let exited = try await offPool { () -> Bool in
