@@ -9,12 +9,14 @@ release_build() {
     bindir=$(swift build "${RELEASE_FLAGS[@]}" --show-bin-path)
 }
 
-# wrk_run URL [WRK OPTIONS...]: "req/s p50 p99 errors" of one run (latencies as wrk prints them);
-# uses $connections and $duration. wrk prints "Requests/sec: N" and, with --latency, "50% 1.2ms".
+# wrk_run URL [WRK OPTIONS...] [-- SCRIPT ARGUMENTS...]: "req/s p50 p99 errors" of one run
+# (latencies as wrk prints them); uses $connections and $duration. wrk prints "Requests/sec: N"
+# and, with --latency, "50% 1.2ms".
 wrk_run() {
-    local url=$1 out rps p50 p99 errors
+    local url=$1 out rps p50 p99 errors options=()
     shift
-    out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency "$@" "$url")
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do options+=("$1"); shift; done
+    out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency "${options[@]}" "$url" "$@")
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
     p50=$(awk '$1=="50%" {print $2}' <<<"$out")
     p99=$(awk '$1=="99%" {print $2}' <<<"$out")

@@ -110,6 +110,14 @@ import Testing
         try await AuthFlowHarness.run { h in
             let ignored = try await logIn(h, key: try DPoPKey())
             #expect(ignored.json["token_type"] as? String == "Bearer")
+            let login = AppLogin()
+            let code = try await h.handoffCode(login)
+            let form = [
+                ("grant_type", "authorization_code"), ("code", code), ("code_verifier", login.verifier),
+                ("redirect_uri", login.redirectURI), ("client_id", login.clientID),
+            ]
+            let garbage = try await h.post("/auth/token", form: form, headers: ["DPoP: not-a-proof"])
+            #expect(garbage.status == 200 && garbage.json["token_type"] as? String == "Bearer")
         }
     }
 

@@ -15,8 +15,13 @@ enum TokenEndpoint {
                 guard let value = parameters[name], !value.isEmpty else { throw OAuthError(.invalidRequest, "\(name) is required.") }
                 return value
             }
-            // A DPoP proof, when the app sends one (RFC 9449 §5): its key binds the new tokens.
-            let proofKey = try DPoPGate.proofKey(request, auth: service)
+            // A DPoP proof, when the app sends one (RFC 9449 §5): its key binds the new tokens. An
+            // app without DPoP has its header ignored, as by a server without DPoP; a token
+            // exchange checks it whoever asks (a bound subject token needs it).
+            let usesDPoP = parameters["client_id"].flatMap { service.clients[$0]?.dpop }.map { $0 != .off } ?? false
+            let proofKey =
+                usesDPoP || parameters["grant_type"] == TokenExchangeRequest.grantType
+                ? try DPoPGate.proofKey(request, auth: service) : nil
             let tokens: any Encodable
             switch parameters["grant_type"] {
             case "authorization_code":
