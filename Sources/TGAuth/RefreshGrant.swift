@@ -78,6 +78,8 @@ extension AuthService {
             return .issued(tokens, orphans: [])
         }
         if let previous = try await transaction.sessions.lockByPreviousRefreshToken(hash) {
+            // A bound session's kept answer goes only to a proof of its key, as a refresh would.
+            if let bound = previous.dpopJKT, proofKey != bound { return .refused(Self.otherDPoPKey) }
             if previous.clientID == clientID, let rotatedAt = previous.rotatedAt,
                 now.timeIntervalSince(rotatedAt) <= settings.refreshReplayGrace, let sealed = previous.replay
             {

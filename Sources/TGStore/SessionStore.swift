@@ -49,6 +49,8 @@ public struct RotatedSession: Sendable {
     public var rotatedAt: Date?
     /// The last answer, sealed, kept for the replay grace window.
     public var replay: SealedBlob?
+    /// The key its tokens are bound to; nil: bearer.
+    public var dpopJKT: String?
 }
 
 /// A refresh's new tokens for a session.
@@ -287,7 +289,7 @@ public struct SessionStore: Sendable {
     public func lockByPreviousRefreshToken(_ hash: TokenHash) async throws -> RotatedSession? {
         let rows = try await executor.query(
             """
-            SELECT id, client_id, family_id, rotated_at, replay_response FROM sessions
+            SELECT id, client_id, family_id, rotated_at, replay_response, dpop_jkt FROM sessions
             WHERE previous_refresh_token_hash = \(hash) FOR UPDATE
             """
         )
@@ -297,7 +299,8 @@ public struct SessionStore: Sendable {
             clientID: try row.decode(String.self, "client_id"),
             familyID: try row.decode(UUID.self, "family_id"),
             rotatedAt: try row.decode(Date?.self, "rotated_at"),
-            replay: try row.decode(SealedBlob?.self, "replay_response")
+            replay: try row.decode(SealedBlob?.self, "replay_response"),
+            dpopJKT: try row.decode(String?.self, "dpop_jkt")
         )
     }
 

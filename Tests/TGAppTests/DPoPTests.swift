@@ -78,6 +78,11 @@ import Testing
             #expect(wrongURL.status == 400 && wrongURL.json["error"] as? String == "invalid_dpop_proof")
             let good = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try key.proof("POST", url))])
             #expect(good.status == 200 && good.json["token_type"] as? String == "DPoP", "\(good.body)")
+            // The spent token's kept answer (a retry within the grace window) also needs the key's proof.
+            let retry = try await h.post("/auth/token", form: form)
+            #expect(retry.status == 400 && retry.json["error"] as? String == "invalid_dpop_proof")
+            let proven = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try key.proof("POST", url))])
+            #expect(proven.json["access_token"] as? String == good.json["access_token"] as? String)
             let token = try #require(good.json["access_token"] as? String)
             #expect(try await me(h, token: token, key: key).status == 200)
             // Token exchange of a bound subject token needs the key's proof too.
