@@ -9,6 +9,7 @@ public enum SchemaMigrations {
         migration(3, "upstream_tokens", PackageResources._003_upstream_tokens_sql),
         migration(4, "grant_policy", PackageResources._004_grant_policy_sql),
         migration(5, "refresh_backoff_and_revocations", PackageResources._005_refresh_backoff_and_revocations_sql),
+        migration(7, "backchannel_logout", PackageResources._007_backchannel_logout_sql),
     ]
 
     private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {
