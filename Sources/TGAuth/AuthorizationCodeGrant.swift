@@ -139,7 +139,8 @@ extension AuthService {
                 refreshTokenHash: refresh.hash,
                 expiresAt: now.addingTimeInterval(settings.sessionIdleTTL),
                 absoluteExpiresAt: now.addingTimeInterval(settings.sessionAbsoluteTTL),
-                now: now
+                now: now,
+                providerSessionID: code.providerSessionID
             )
         )
         try await codes.markRedeemed(codeHash: codeHash, session: session, now: now)

@@ -13,12 +13,15 @@ public struct SweepReport: Sendable, Equatable, CustomStringConvertible {
     public var devices = 0
     /// Upstream grants revoked at their provider (best effort: failures are only logged).
     public var upstreamRevocations = 0
+    /// Accepted logout tokens' ids past their window (the tokens are refused as too old anyway).
+    public var logoutTokenIDs = 0
 
     public init() {}
 
     public var description: String {
         "pending_logins=\(pendingLogins) handoff_codes=\(handoffCodes) sessions=\(sessions) accounts=\(accounts) "
-            + "devices=\(devices) revoked_refresh_tokens=\(revokedRefreshTokens) upstream_revocations=\(upstreamRevocations)"
+            + "devices=\(devices) revoked_refresh_tokens=\(revokedRefreshTokens) upstream_revocations=\(upstreamRevocations) "
+            + "logout_token_ids=\(logoutTokenIDs)"
     }
 }
 
@@ -45,6 +48,7 @@ extension AuthService {
         report.revokedRefreshTokens = try await inBatches(limit) {
             try await store.sessions.deleteExpiredRevokedTokens(now: now, limit: limit)
         }
+        report.logoutTokenIDs = try await inBatches(limit) { try await store.logoutTokens.deleteExpired(now: now, limit: limit) }
         // Replay answers outlive their grace window only until here.
         try await store.sessions.clearReplays(rotatedBefore: now.addingTimeInterval(-settings.refreshReplayGrace))
         // Accounts the IdP rejected, or that nothing holds any more, or unused past the idle lifetime.
