@@ -30,7 +30,7 @@ import Testing
             let tables = try rows.rows.map { try $0.decode(String.self, "name") }
             #expect(
                 tables == [
-                    "accounts", "devices", "handoff_codes", "pending_logins", "revoked_refresh_tokens", "schema_migrations",
+                    "accounts", "devices", "handoff_codes", "logout_token_ids", "pending_logins", "revoked_refresh_tokens", "schema_migrations",
                     "sessions", "upstream_access_tokens", "upstream_grants", "upstream_revocations",
                 ]
             )
