@@ -4,7 +4,8 @@
 #   scripts/dev.sh            (ports: TOKENGATE_DEV_PORT 8080, MOCK 8081, API 8082, PG 54329)
 #
 # Starts a throwaway PostgreSQL under .data/ (kept between runs), migrates it, starts the
-# development OpenID provider (oidc-provider-mock from PyPI, the one the tests use) and a small
+# development OpenID provider (oidc-provider-mock from PyPI, the one the tests use, with a route
+# that signs back-channel logout tokens: scripts/dev_provider.py) and a small
 # Graph-shaped API (scripts/dev_api.py), writes .data/tokengate.yaml pointing TokenGate at them,
 # runs TokenGate, and prints the curl commands of scripts/walkthrough.sh. Ctrl-C stops it all.
 set -euo pipefail
@@ -34,7 +35,7 @@ wait_for() {
 
 url=$(scripts/pg.sh start "$data/pg" "$pg_port")
 echo "dev: PostgreSQL $url (data in $data/pg)"
-python3 -W ignore -m oidc_provider_mock -H 127.0.0.1 -p "$mock_port" >"$data/provider.log" 2>&1 &
+python3 -W ignore scripts/dev_provider.py 127.0.0.1 "$mock_port" >"$data/provider.log" 2>&1 &
 pids+=($!)
 wait_for "http://127.0.0.1:$mock_port/.well-known/openid-configuration"
 python3 scripts/dev_api.py "$api_port" "http://127.0.0.1:$mock_port" >"$data/api.log" 2>&1 &
@@ -71,6 +72,9 @@ TokenGate is running on http://127.0.0.1:$tg_port
 Walk the whole flow in another terminal (or run it: bash scripts/walkthrough.sh):
 
 $(sed -n '/^# --- walkthrough ---$/,$p' scripts/walkthrough.sh | tail -n +2 | sed "s|http://127.0.0.1:8080|http://127.0.0.1:$tg_port|g")
+
+Back-channel logout (the user signs out at the provider, which tells TokenGate):
+  TG=http://127.0.0.1:$tg_port IDP=http://127.0.0.1:$mock_port bash scripts/backchannel-logout.sh
 
 Ctrl-C stops TokenGate, the provider, the API and PostgreSQL.
 TEXT

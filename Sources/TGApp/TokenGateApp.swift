@@ -141,6 +141,12 @@ public enum TokenGateApp {
                 token: RateLimiter(perMinute: configuration.server.tokenRateLimitPerMinute, now: auth.clock.now)
             )
             AuthRoutes.add(to: &router, service: auth, limits: limits)
+            BackChannelLogoutRoute.add(
+                to: &router,
+                service: auth,
+                rateLimit: RateLimiter(perMinute: configuration.server.backChannelLogoutRateLimitPerMinute, now: auth.clock.now),
+                requestTimeout: .seconds(configuration.server.requestTimeoutSeconds)
+            )
             let upstreams = configuration.upstreams.compactMap { settings in
                 ProxyRoutes.Upstream(
                     settings,

@@ -29,12 +29,21 @@ public struct AuthMetrics: Sendable {
         Counter(label: "tokengate_transfer_codes_total", dimensions: [("outcome", outcome)], factory: factory).increment()
     }
 
+    /// A back-channel logout token, by outcome: `ended` (sessions or an account ended),
+    /// `no_match` (valid, but nothing of it was signed in), `invalid`, `replayed` (its `jti` was
+    /// used before), `unavailable` (the provider's keys could not be fetched).
+    func backChannelLogout(provider: String, outcome: String) {
+        Counter(label: "tokengate_backchannel_logouts_total", dimensions: [("provider", provider), ("outcome", outcome)], factory: factory)
+            .increment()
+    }
+
     /// Rows a sweep removed, by kind.
     func swept(_ report: SweepReport) {
         let kinds = [
             ("pending_logins", report.pendingLogins), ("handoff_codes", report.handoffCodes), ("sessions", report.sessions),
             ("revoked_refresh_tokens", report.revokedRefreshTokens), ("accounts", report.accounts), ("devices", report.devices),
             ("upstream_revocations", report.upstreamRevocations), ("transfer_codes", report.transferCodes),
+            ("logout_token_ids", report.logoutTokenIDs),
         ]
         for (kind, count) in kinds {
             Counter(label: "tokengate_sweeper_removed_total", dimensions: [("kind", kind)], factory: factory).increment(by: count)

@@ -152,7 +152,8 @@ extension AuthService {
                 expiresAt: now.addingTimeInterval(settings.sessionIdleTTL),
                 absoluteExpiresAt: now.addingTimeInterval(settings.sessionAbsoluteTTL),
                 now: now,
-                dpopJKT: jkt
+                dpopJKT: jkt,
+                providerSessionID: code.providerSessionID
             )
         )
         try await codes.markRedeemed(codeHash: codeHash, session: session, now: now)

@@ -103,6 +103,7 @@ extension AuthService {
                     clientID: login.clientID,
                     redirectURI: login.redirectURI,
                     codeChallenge: login.codeChallenge,
+                    providerSessionID: idToken.sessionID,
                     now: now,
                     expiresAt: now.addingTimeInterval(settings.handoffCodeTTL)
                 )

@@ -15,13 +15,15 @@ public struct SweepReport: Sendable, Equatable, CustomStringConvertible {
     public var upstreamRevocations = 0
     /// Transfer codes past their lifetime, redeemed or not.
     public var transferCodes = 0
+    /// Accepted logout tokens' ids past their window (the tokens are refused as too old anyway).
+    public var logoutTokenIDs = 0
 
     public init() {}
 
     public var description: String {
         "pending_logins=\(pendingLogins) handoff_codes=\(handoffCodes) sessions=\(sessions) accounts=\(accounts) "
             + "devices=\(devices) revoked_refresh_tokens=\(revokedRefreshTokens) upstream_revocations=\(upstreamRevocations) "
-            + "transfer_codes=\(transferCodes)"
+            + "transfer_codes=\(transferCodes) logout_token_ids=\(logoutTokenIDs)"
     }
 }
 
@@ -49,6 +51,7 @@ extension AuthService {
         report.revokedRefreshTokens = try await inBatches(limit) {
             try await store.sessions.deleteExpiredRevokedTokens(now: now, limit: limit)
         }
+        report.logoutTokenIDs = try await inBatches(limit) { try await store.logoutTokens.deleteExpired(now: now, limit: limit) }
         // Replay answers outlive their grace window only until here.
         try await store.sessions.clearReplays(rotatedBefore: now.addingTimeInterval(-settings.refreshReplayGrace))
         // Accounts the IdP rejected, or that nothing holds any more, or unused past the idle lifetime.

@@ -260,7 +260,8 @@ extension AuthService {
                     absoluteExpiresAt: session.absoluteExpiresAt,
                     now: now,
                     createdAt: session.createdAt,
-                    dpopJKT: jkt
+                    dpopJKT: jkt,
+                    providerSessionID: session.providerSessionID
                 )
             )
             try await transaction.accounts.touch(session.account.id, now: now)

@@ -16,6 +16,13 @@ public struct IDToken: Sendable, Hashable {
     public var claims: [String: JSONValue]
     /// The token as received (for `id_token_hint` at logout).
     public var raw: String
+
+    /// The provider's session id (`sid`, OpenID Connect Back-Channel Logout 1.0 §2.1), when it
+    /// sends one: a logout token naming it ends the sessions this login started.
+    public var sessionID: String? {
+        guard let sid = claims["sid"]?.stringValue, !sid.isEmpty, sid.utf8.count <= LogoutToken.maxClaimLength else { return nil }
+        return sid
+    }
 }
 
 /// What an ID token must match.
@@ -40,19 +47,8 @@ enum IDTokenValidator {
         expecting expected: IDTokenExpectations,
         keys: (String?) async throws(OIDCError) -> [PublicKey]
     ) async throws(OIDCError) -> IDToken {
-        guard let jws = try? JWS(compactSerialization: raw) else { throw problem(.malformed) }
-        guard let algorithm = jws.algorithm, expected.allowedAlgorithms.contains(algorithm) else {
-            throw problem(.algorithmNotAllowed)
-        }
-        let candidates = try await keys(jws.header.keyID)
-        guard !candidates.isEmpty else { throw problem(.unknownKey) }
-        let verified = candidates.contains { key in
-            (try? jws.verify(using: key, allowedAlgorithms: expected.allowedAlgorithms)) != nil
-        }
-        guard verified else { throw problem(.badSignature) }
-
-        guard let claims = JSONValue(parsing: jws.payload)?.objectValue,
-            let issuer = claims["iss"]?.stringValue,
+        let (_, claims) = try await SignedJWT.verify(raw, allowedAlgorithms: expected.allowedAlgorithms, keys: keys, problem: problem)
+        guard let issuer = claims["iss"]?.stringValue,
             let subject = claims["sub"]?.stringValue, !subject.isEmpty,
             let audiences = claims["aud"]?.stringList,
             let exp = claims["exp"]?.integerValue,
@@ -60,7 +56,11 @@ enum IDTokenValidator {
         else { throw problem(.malformed) }
         let tenantID = claims["tid"]?.stringValue
 
-        try checkIssuer(issuer, tenantID: tenantID, expected)
+        do {
+            try SignedJWT.checkIssuer(issuer, tenantID: tenantID, expected: expected.metadata.issuer, allowedTenants: expected.allowedTenants)
+        } catch {
+            throw problem(error)
+        }
         guard audiences.contains(expected.clientID) else { throw problem(.audience) }
         // §3.1.3.7 (4, 5): with several audiences azp must be present; when present it must be us.
         if let azp = claims["azp"] {
@@ -91,26 +91,6 @@ enum IDTokenValidator {
             claims: claims,
             raw: raw
         )
-    }
-
-    /// Exact issuer match; Entra's multi-tenant `{tenantid}` template is filled with the token's
-    /// own `tid` first, and `tid` must be in the allowlist when there is one.
-    private static func checkIssuer(_ issuer: String, tenantID: String?, _ expected: IDTokenExpectations) throws(OIDCError) {
-        var wanted = expected.metadata.issuer
-        if wanted.contains("{tenantid}") {
-            guard let tenantID, isTenantID(tenantID) else { throw problem(.issuer) }
-            wanted = wanted.replacingOccurrences(of: "{tenantid}", with: tenantID)
-        }
-        guard issuer == wanted else { throw problem(.issuer) }
-        if !expected.allowedTenants.isEmpty {
-            guard let tenantID, expected.allowedTenants.contains(tenantID.lowercased()) else { throw problem(.tenantNotAllowed) }
-        }
-    }
-
-    /// A tenant id is a GUID: never let a crafted `tid` put `/` or `.` into the issuer compared.
-    private static func isTenantID(_ text: String) -> Bool {
-        text.utf8.count == 36
-            && text.utf8.allSatisfy { $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x66) }
     }
 
     private static func problem(_ problem: IDTokenProblem) -> OIDCError {

@@ -24,6 +24,8 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
         case invalidResponse(String)
         /// The ID token failed validation.
         case invalidIDToken(IDTokenProblem)
+        /// A back-channel logout token failed validation (OpenID Connect Back-Channel Logout 1.0 §2.6).
+        case invalidLogoutToken(LogoutTokenProblem)
         /// TokenGate's own settings are wrong for this provider (`invalid_client`,
         /// `unauthorized_client`, an unknown policy, a missing endpoint). Nothing is concluded
         /// about the grant; an operator must act.
@@ -59,7 +61,7 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
         case .grantRejected, .clientRejected: .fatal
         case .scopeRefused: .scopeRefused
         case .providerUnavailable: .transient
-        case .invalidResponse, .invalidIDToken, .misconfigured, .invalidRequest, .authorizationFailed, .issuerMismatch: .failed
+        case .invalidResponse, .invalidIDToken, .invalidLogoutToken, .misconfigured, .invalidRequest, .authorizationFailed, .issuerMismatch: .failed
         }
     }
 
@@ -85,6 +87,7 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
             "identity provider unavailable" + (retryAfter.map { " (retry after \($0.components.seconds) s)" } ?? "")
         case .invalidResponse(let what): "identity provider sent an invalid response: \(what)"
         case .invalidIDToken(let problem): "ID token rejected: \(problem)"
+        case .invalidLogoutToken(let problem): "logout token rejected: \(problem)"
         case .misconfigured(let what): "provider configuration problem: \(what)"
         case .invalidRequest(let what): "invalid login request: \(what)"
         case .authorizationFailed(let code): "authorization failed at the identity provider (\(code))"
@@ -93,8 +96,9 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Why an ID token was rejected.
-public enum IDTokenProblem: String, Sendable, Hashable, CustomStringConvertible {
+/// Why an ID token was rejected (and, for the checks they share, a logout token:
+/// ``LogoutTokenProblem/token(_:)``).
+public enum IDTokenProblem: String, Error, Sendable, Hashable, CustomStringConvertible {
     case malformed = "not a well-formed JWS"
     case algorithmNotAllowed = "signature algorithm not allowed"
     case unknownKey = "signed by a key the provider does not publish"

@@ -136,9 +136,7 @@ public final class OpenIDProvider: Sendable {
 
     func validate(_ raw: String, metadata: ProviderMetadata, nonce: String?, subject: String?) async throws(OIDCError) -> IDToken {
         guard let jwksURI = metadata.jwksURI else { throw OIDCError(.misconfigured("provider publishes no jwks_uri")) }
-        let cache = await keyCaches.cache(for: jwksURI)
         let now = clock.now()
-        let interval = configuration.jwksRefetchInterval
         let expectations = IDTokenExpectations(
             metadata: metadata,
             clientID: configuration.clientID,
@@ -150,12 +148,24 @@ public final class OpenIDProvider: Sendable {
             now: now
         )
         return try await IDTokenValidator.validate(raw, expecting: expectations) { [self] (keyID: String?) throws(OIDCError) in
-            try await cache.candidates(keyID: keyID, now: now, refetchInterval: interval, maxAge: configuration.jwksMaxAge) {
-                () throws(OIDCError) in
-                let body = try await self.get(jwksURI, what: "JWKS")
-                guard let set = try? JWKSet(json: body) else { throw OIDCError(.invalidResponse("JWKS is not a key set")) }
-                return set
-            }
+            try await candidateKeys(keyID, jwksURI: jwksURI, now: now)
+        }
+    }
+
+    /// The provider's published keys that may have signed a token naming `keyID`, from the
+    /// JWKS cache (fetched again for an unknown `kid`, at most once per refetch interval, and
+    /// once the set is older than its maximum age). Every token TokenGate checks comes through here.
+    func candidateKeys(_ keyID: String?, jwksURI: String, now: Date) async throws(OIDCError) -> [PublicKey] {
+        let cache = await keyCaches.cache(for: jwksURI)
+        return try await cache.candidates(
+            keyID: keyID,
+            now: now,
+            refetchInterval: configuration.jwksRefetchInterval,
+            maxAge: configuration.jwksMaxAge
+        ) { () throws(OIDCError) in
+            let body = try await self.get(jwksURI, what: "JWKS")
+            guard let set = try? JWKSet(json: body) else { throw OIDCError(.invalidResponse("JWKS is not a key set")) }
+            return set
         }
     }
 }

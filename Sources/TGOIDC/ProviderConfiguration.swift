@@ -36,6 +36,14 @@ public struct ProviderConfiguration: Sendable {
     public var extraAuthorizationParameters: [(name: String, value: String)] = []
     /// When a login asks UserInfo for display claims.
     public var userInfo: UserInfoUse = .auto
+    /// Whether the provider may end sessions with back-channel logout tokens (OpenID Connect
+    /// Back-Channel Logout 1.0); only for profiles that issue ID tokens.
+    public var acceptsBackChannelLogout = true
+    /// How old (its `iat`) a logout token may be, besides the clock skew.
+    public var logoutTokenMaxAge: Duration = .seconds(300)
+    /// Whether only logout tokens typed `logout+jwt` are accepted (otherwise `JWT` and no `typ`
+    /// too, as many providers still send).
+    public var logoutTokenRequiresExplicitType = false
 
     /// When a login asks the provider's UserInfo endpoint for display claims.
     public enum UserInfoUse: String, Sendable, Hashable, CaseIterable {

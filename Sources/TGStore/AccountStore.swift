@@ -116,6 +116,14 @@ public struct AccountStore: Sendable {
         return try row.decode(UUID.self, "id")
     }
 
+    /// The id of the account of (provider, issuer, subject), whatever its state; nil when there is none.
+    public func find(provider: String, issuer: String, subject: String) async throws -> UUID? {
+        let rows = try await executor.query(
+            "SELECT id FROM accounts WHERE provider = \(provider) AND issuer = \(issuer) AND subject = \(subject)"
+        )
+        return try rows.first?.decode(UUID.self, "id")
+    }
+
     /// The account, if it is active.
     public func findActive(_ id: UUID) async throws -> StoredAccount? {
         let rows = try await executor.query(

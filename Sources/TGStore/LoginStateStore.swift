@@ -60,6 +60,8 @@ public struct HandoffCodeRecord: Sendable {
     public var redeemedAt: Date?
     /// The session its redemption started.
     public var session: UUID?
+    /// The provider's session id of the login (`sid`), for the session it starts.
+    public var providerSessionID: String?
 }
 
 /// The states of a login in flight: pending logins (until the callback) and handoff codes
@@ -129,20 +131,22 @@ public struct LoginStateStore: Sendable {
 
     // MARK: - Handoff codes
 
-    /// Stores a handoff code for `account`, for the app's client, redirect URI and challenge.
+    /// Stores a handoff code for `account`, for the app's client, redirect URI and challenge, with
+    /// the provider's session id of the login (`sid`) when it has one.
     public func issueHandoff(
         codeHash: TokenHash,
         account: UUID,
         clientID: String,
         redirectURI: String,
         codeChallenge: String,
+        providerSessionID: String? = nil,
         now: Date,
         expiresAt: Date
     ) async throws {
         try await executor.query(
             """
-            INSERT INTO handoff_codes (code_hash, account_id, client_id, redirect_uri, code_challenge, created_at, expires_at)
-            VALUES (\(codeHash), \(account), \(clientID), \(redirectURI), \(codeChallenge), \(now), \(expiresAt))
+            INSERT INTO handoff_codes (code_hash, account_id, client_id, redirect_uri, code_challenge, provider_sid, created_at, expires_at)
+            VALUES (\(codeHash), \(account), \(clientID), \(redirectURI), \(codeChallenge), \(providerSessionID), \(now), \(expiresAt))
             """
         )
     }
@@ -151,7 +155,7 @@ public struct LoginStateStore: Sendable {
     public func lockHandoff(codeHash: TokenHash) async throws -> HandoffCodeRecord? {
         let rows = try await executor.query(
             """
-            SELECT account_id, client_id, redirect_uri, code_challenge, expires_at, redeemed_at, session_id
+            SELECT account_id, client_id, redirect_uri, code_challenge, expires_at, redeemed_at, session_id, provider_sid
             FROM handoff_codes WHERE code_hash = \(codeHash) FOR UPDATE
             """
         )
@@ -163,7 +167,8 @@ public struct LoginStateStore: Sendable {
             codeChallenge: try row.decode(String.self, "code_challenge"),
             expiresAt: try row.decode(Date.self, "expires_at"),
             redeemedAt: try row.decode(Date?.self, "redeemed_at"),
-            session: try row.decode(UUID?.self, "session_id")
+            session: try row.decode(UUID?.self, "session_id"),
+            providerSessionID: try row.decode(String?.self, "provider_sid")
         )
     }
 
@@ -175,6 +180,27 @@ public struct LoginStateStore: Sendable {
     /// Marks a handoff code redeemed, with the session it started (a second presentation ends it).
     public func markRedeemed(codeHash: TokenHash, session: UUID, now: Date) async throws {
         try await executor.query("UPDATE handoff_codes SET redeemed_at = \(now), session_id = \(session) WHERE code_hash = \(codeHash)")
+    }
+
+    /// Removes the unredeemed handoff codes a provider's back-channel logout names (a login its
+    /// user has meanwhile ended at the provider must not start a session). Returns how many.
+    @discardableResult
+    public func burnHandoffs(_ target: ProviderLogoutTarget) async throws -> Int {
+        let accounts = target.accountCondition
+        if let sessionID = target.sessionID {
+            return try await executor.query(
+                """
+                DELETE FROM handoff_codes h USING accounts a
+                WHERE a.id = h.account_id AND \(fragment: accounts) AND h.provider_sid = \(sessionID) AND h.redeemed_at IS NULL
+                """
+            ).affectedRows
+        }
+        return try await executor.query(
+            """
+            DELETE FROM handoff_codes h USING accounts a
+            WHERE a.id = h.account_id AND \(fragment: accounts) AND h.redeemed_at IS NULL
+            """
+        ).affectedRows
     }
 
     /// Removes up to `limit` expired handoff codes.

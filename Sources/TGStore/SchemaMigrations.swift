@@ -10,6 +10,7 @@ public enum SchemaMigrations {
         migration(4, "grant_policy", PackageResources._004_grant_policy_sql),
         migration(5, "refresh_backoff_and_revocations", PackageResources._005_refresh_backoff_and_revocations_sql),
         migration(6, "transfer_codes", PackageResources._006_transfer_codes_sql),
+        migration(7, "backchannel_logout", PackageResources._007_backchannel_logout_sql),
         migration(8, "dpop", PackageResources._008_dpop_sql),
     ]
 

@@ -27,6 +27,9 @@ public enum SessionSelection: Sendable, Equatable {
     case everywhere(account: UUID)
     /// Every session of a refresh-token family (a rotated-away token came back).
     case family(UUID)
+    /// The sessions a provider's back-channel logout names: those its session id started, or
+    /// every session of its subject.
+    case provider(ProviderLogoutTarget)
 }
 
 /// A session as a refresh finds it by its current refresh token, its row locked.
@@ -158,6 +161,21 @@ public struct SessionStore: Sendable {
             rows = try await executor.query("DELETE FROM sessions WHERE account_id = \(account) RETURNING account_id")
         case .family(let family):
             rows = try await executor.query("DELETE FROM sessions WHERE family_id = \(family) RETURNING account_id")
+        case .provider(let target):
+            let accounts = target.accountCondition
+            if let sessionID = target.sessionID {
+                rows = try await executor.query(
+                    """
+                    DELETE FROM sessions s USING accounts a
+                    WHERE a.id = s.account_id AND \(fragment: accounts) AND s.provider_sid = \(sessionID)
+                    RETURNING s.account_id
+                    """
+                )
+            } else {
+                rows = try await executor.query(
+                    "DELETE FROM sessions s USING accounts a WHERE a.id = s.account_id AND \(fragment: accounts) RETURNING s.account_id"
+                )
+            }
         }
         return try rows.rows.map { try $0.decode(UUID.self, "account_id") }
     }
@@ -191,6 +209,8 @@ public struct SessionStore: Sendable {
         public var createdAt: Date?
         /// The key its tokens are bound to (RFC 9449); nil: bearer.
         public var dpopJKT: String?
+        /// The provider's session id of the login (`sid`), when its ID token had one.
+        public var providerSessionID: String?
 
         public init(
             device: UUID,
@@ -203,7 +223,8 @@ public struct SessionStore: Sendable {
             absoluteExpiresAt: Date,
             now: Date,
             createdAt: Date? = nil,
-            dpopJKT: String? = nil
+            dpopJKT: String? = nil,
+            providerSessionID: String? = nil
         ) {
             self.device = device
             self.account = account
@@ -216,20 +237,22 @@ public struct SessionStore: Sendable {
             self.now = now
             self.createdAt = createdAt
             self.dpopJKT = dpopJKT
+            self.providerSessionID = providerSessionID
         }
     }
 
     /// Starts the session of (device, account), replacing one it had: a new token family, no
-    /// previous refresh token, no kept answer. Returns its id.
+    /// previous refresh token, no kept answer, the new login's provider session. Returns its id.
     public func start(_ session: Start) async throws -> UUID {
         let rows = try await executor.query(
             """
             INSERT INTO sessions (device_id, account_id, client_id, access_token_hash, access_expires_at, refresh_token_hash,
-              expires_at, absolute_expires_at, created_at, last_used_at, dpop_jkt)
+              expires_at, absolute_expires_at, created_at, last_used_at, dpop_jkt, provider_sid)
             VALUES (\(session.device), \(session.account), \(session.clientID), \(session.accessTokenHash), \(session.accessExpiresAt),
               \(session.refreshTokenHash), \(session.expiresAt), \(session.absoluteExpiresAt), \(session.createdAt ?? session.now), \(session.now),
-              \(session.dpopJKT))
+              \(session.dpopJKT), \(session.providerSessionID))
             ON CONFLICT (device_id, account_id) DO UPDATE SET client_id = EXCLUDED.client_id, family_id = gen_random_uuid(),
+              provider_sid = EXCLUDED.provider_sid,
               access_token_hash = EXCLUDED.access_token_hash, access_expires_at = EXCLUDED.access_expires_at,
               refresh_token_hash = EXCLUDED.refresh_token_hash, previous_refresh_token_hash = NULL, rotated_at = NULL,
               replay_response = NULL, expires_at = EXCLUDED.expires_at, absolute_expires_at = EXCLUDED.absolute_expires_at,

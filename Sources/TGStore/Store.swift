@@ -24,6 +24,7 @@ public final class Store: Sendable {
     public var revocations: RevocationStore { RevocationStore(.pool(database)) }
     public var keys: KeyStore { KeyStore(.pool(database)) }
     public var transferCodes: TransferCodeStore { TransferCodeStore(.pool(database)) }
+    public var logoutTokens: LogoutTokenStore { LogoutTokenStore(.pool(database)) }
 
     /// Runs `body` holding PostgreSQL's session advisory lock `key` (one holder across every
     /// instance), or returns nil at once when another holds it. The lock is given back whatever
@@ -65,6 +66,7 @@ public struct StoreTransaction: Sendable {
     public var revocations: RevocationStore { RevocationStore(.connection(connection)) }
     public var keys: KeyStore { KeyStore(.connection(connection)) }
     public var transferCodes: TransferCodeStore { TransferCodeStore(.connection(connection)) }
+    public var logoutTokens: LogoutTokenStore { LogoutTokenStore(.connection(connection)) }
 }
 
 /// Where a store's statements run: a pooled connection per statement, or a transaction's.

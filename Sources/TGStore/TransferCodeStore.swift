@@ -24,6 +24,9 @@ public struct TransferableSession: Sendable, Equatable {
     public var absoluteExpiresAt: Date
     /// When its login happened (the new device lists its accounts in the same order).
     public var createdAt: Date
+    /// The provider's `sid` of its login: a back-channel logout of that provider session still
+    /// ends the moved session.
+    public var providerSessionID: String?
 }
 
 /// The `transfer_codes` table: one-time codes that move a device's sessions to a fresh install
@@ -109,7 +112,7 @@ public struct TransferCodeStore: Sendable {
         let rows = try await executor.query(
             """
             SELECT a.id, a.provider, a.issuer, a.subject, a.tenant, a.claims::text AS claims, a.state, s.absolute_expires_at,
-              s.created_at
+              s.created_at, s.provider_sid
             FROM sessions s JOIN accounts a ON a.id = s.account_id JOIN upstream_grants g ON g.account_id = a.id
             WHERE s.device_id = \(device) AND s.account_id = ANY(\(accounts))
               AND s.expires_at > \(now) AND s.absolute_expires_at > \(now) AND a.state = 'active'
@@ -121,7 +124,8 @@ public struct TransferCodeStore: Sendable {
             TransferableSession(
                 account: try StoredAccount(row: row),
                 absoluteExpiresAt: try row.decode(Date.self, "absolute_expires_at"),
-                createdAt: try row.decode(Date.self, "created_at")
+                createdAt: try row.decode(Date.self, "created_at"),
+                providerSessionID: try row.decode(String?.self, "provider_sid")
             )
         }
     }

@@ -139,7 +139,7 @@ extension FakeEndpoints {
     }
 
     /// `base64url(header).base64url(payload).base64url(signature(input))` for a hand-made header.
-    private static func unsafeToken(header: String, payload: [UInt8], signature: (String) -> [UInt8]) -> String {
+    static func unsafeToken(header: String, payload: [UInt8], signature: (String) -> [UInt8]) -> String {
         let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(payload)
         return input + "." + Base64URL.encode(signature(input))
     }

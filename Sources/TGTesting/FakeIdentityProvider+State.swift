@@ -36,6 +36,8 @@ struct FakeGrant: Sendable {
     /// The `prompt` values of the authorization request.
     var prompt: [String] = []
     var revoked = false
+    /// The provider session the login belongs to (`sid` in its ID tokens): one per authorization.
+    var sessionID = "sid-" + SecureRandom.token(byteCount: 12)
 }
 
 struct FakeCode: Sendable {
@@ -139,6 +141,8 @@ struct FakeState: Sendable {
     var revokedTokens: [String] = []
     var logoutRequests: [[String: String]] = []
     var lastAuthorizationQuery: [String: String]?
+    /// Each client's back-channel logout URI (`backchannel_logout_uri`), when registered.
+    var backChannelLogoutURIs: [String: String] = [:]
 
     init(settings: FakeIdentityProvider.Settings, keys: [FakeSigningKey]) {
         self.settings = settings

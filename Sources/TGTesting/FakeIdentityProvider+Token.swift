@@ -218,6 +218,7 @@ extension FakeEndpoints {
         claims["auth_time"] = Int(grant.authTime.timeIntervalSince1970)
         if settings.includesNotBefore { claims["nbf"] = issuedAt }
         if includesNonce, let nonce = grant.nonce { claims["nonce"] = nonce }
+        if settings.includesSessionID { claims["sid"] = grant.sessionID }
         // OIDC Core §3.1.3.6: the left half of the SHA-256 of the access token (RS256 and ES256).
         claims["at_hash"] = Base64URL.encode(Array(Digest.sha256(Array(accessToken.utf8)).prefix(16)))
         return claims

@@ -43,6 +43,9 @@ extension FakeIdentityProvider {
         public var registeredPostLogoutRedirectURIs: [String]?
         /// Whether ID tokens carry `nbf` (equal to `iat`).
         public var includesNotBefore = false
+        /// Whether ID tokens carry `sid`, the login's session at the provider (OpenID Connect
+        /// Back-Channel Logout 1.0 §2.1): each authorization is a session of its own.
+        public var includesSessionID = true
         /// Audiences added to the ID token's `aud` after the client ID; when non-empty `aud` is an
         /// array and `azp` (the client ID) is included.
         public var extraAudiences: [String] = []

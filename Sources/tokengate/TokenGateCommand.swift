@@ -98,7 +98,8 @@ struct Migrate: AsyncParsableCommand {
 struct CheckConfig: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-config",
-        abstract: "Validate the configuration; print every problem, or the effective configuration with secrets redacted."
+        abstract: "Validate the configuration; print every problem, or the effective configuration with secrets redacted.",
+        discussion: "Standard error then lists the URLs to register at each provider: its redirect URI and back-channel logout URI."
     )
 
     @OptionGroup var options: ConfigOption
@@ -106,6 +107,8 @@ struct CheckConfig: ParsableCommand {
     func run() throws {
         let configuration = try options.load()
         print(ConfigurationLoader.renderRedacted(configuration))
+        // What to register at each provider, on stderr: standard output stays the JSON.
+        FileHandle.standardError.write(Data(configuration.providerRegistrations.utf8))
     }
 }
 

@@ -20,8 +20,9 @@ import Glibc
         #expect(String(readme[start.upperBound..<end.lowerBound]) == String(script[marker.upperBound...]))
     }
 
-    /// `scripts/dev.sh` (what `make dev` runs) on ports of its own: the walkthrough passes against
-    /// it, and SIGINT (Ctrl-C) stops TokenGate, the provider, the API and PostgreSQL.
+    /// `scripts/dev.sh` (what `make dev` runs) on ports of its own: the walkthrough and the
+    /// back-channel logout script pass against it, and SIGINT (Ctrl-C) stops TokenGate, the
+    /// provider, the API and PostgreSQL.
     @Test func makeDevServesTheWholeWalkthroughAndCtrlCStopsEverything() async throws {
         _ = try TestDatabase.adminURL()  // runs under `make test` only, like every database test
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("tg-dev-\(UUID().uuidString.prefix(8))")
@@ -93,6 +94,16 @@ import Glibc
         #expect(dpop.stdout.contains("token_type: DPoP\n") && dpop.stdout.contains(#""subject":"alice""#))
         #expect(dpop.stdout.contains("as bearer: 401\nwithout a proof: 401\n"))
         #expect(dpop.stdout.hasSuffix("refresh without a proof: 400\nrefresh with the proof: 200\n"))
+
+        // Back-channel logout: the development provider signs a logout token, curl posts it.
+        let backChannel = try await runProcess(
+            "/bin/bash",
+            [Self.root.appendingPathComponent("scripts/backchannel-logout.sh").path],
+            environment: environment.merging(["TG": "http://127.0.0.1:\(ports.tokenGate)", "IDP": "http://127.0.0.1:\(ports.provider)"]) { $1 }
+        )
+        #expect(backChannel.exitCode == 0, "\(backChannel.stdout)\n\(backChannel.stderr)")
+        #expect(backChannel.stdout.contains("signed in: 200\nback-channel logout: 200\nafter back-channel logout: 401\n"), "\(backChannel.stdout)")
+        #expect(backChannel.stdout.contains(#""error":"invalid_request""#) && backChannel.stdout.contains("jti was already used"))
 
         kill(dev.value.processIdentifier, SIGINT)
         let exited = try await offPool { () -> Bool in

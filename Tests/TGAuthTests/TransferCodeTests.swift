@@ -170,6 +170,19 @@ import Testing
         }
     }
 
+    @Test func aMovedSessionStillEndsWithItsProviderSession() async throws {
+        try await DomainFixture.run { d in
+            let alice = try await d.logIn(as: "alice")
+            let verifier = PKCE.makeVerifier()
+            let code = try await Self.issue(d, with: alice, verifier: verifier)
+            let moved = try await Self.redeem(d, code, verifier: verifier)
+            let sid = try #require(d.fake.sessionIDs(of: "alice").first)
+            let result = try await d.auth.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(sessionID: sid))
+            #expect(result.sessionsEnded == 1)
+            await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: moved.sessions[0].accessToken) }
+        }
+    }
+
     @Test func aCodeExpiresAndTheSweeperRemovesIt() async throws {
         var settings = AuthSettings()
         settings.transferCodeTTL = 3600

@@ -30,8 +30,9 @@ import Testing
             let tables = try rows.rows.map { try $0.decode(String.self, "name") }
             #expect(
                 tables == [
-                    "accounts", "devices", "handoff_codes", "pending_logins", "revoked_refresh_tokens", "schema_migrations",
-                    "sessions", "transfer_codes", "upstream_access_tokens", "upstream_grants", "upstream_revocations",
+                    "accounts", "devices", "handoff_codes", "logout_token_ids", "pending_logins", "revoked_refresh_tokens",
+                    "schema_migrations", "sessions", "transfer_codes", "upstream_access_tokens", "upstream_grants",
+                    "upstream_revocations",
                 ]
             )
         }

@@ -55,7 +55,12 @@ struct StoreFixture {
 
     /// Starts the session of (device, account); returns its id and access-token hash.
     @discardableResult
-    func session(device: UUID, account: UUID, idleFor idle: TimeInterval = 3600) async throws -> (id: UUID, access: TokenHash) {
+    func session(
+        device: UUID,
+        account: UUID,
+        idleFor idle: TimeInterval = 3600,
+        providerSession: String? = nil
+    ) async throws -> (id: UUID, access: TokenHash) {
         let access = Self.randomHash()
         let id = try await store.sessions.start(
             SessionStore.Start(
@@ -67,7 +72,8 @@ struct StoreFixture {
                 refreshTokenHash: Self.randomHash(),
                 expiresAt: now.addingTimeInterval(idle),
                 absoluteExpiresAt: now.addingTimeInterval(86400),
-                now: now
+                now: now,
+                providerSessionID: providerSession
             )
         )
         return (id, access)

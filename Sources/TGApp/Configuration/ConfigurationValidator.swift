@@ -62,6 +62,9 @@ struct ConfigurationValidator {
         if c.server.loginRateLimitPerMinute < 0 { problem("server.login_rate_limit_per_minute", "must be 0 (no limit) or more") }
         if c.server.tokenRateLimitPerMinute < 0 { problem("server.token_rate_limit_per_minute", "must be 0 (no limit) or more") }
         checkDPoP(c.dpop)
+        if c.server.backChannelLogoutRateLimitPerMinute < 0 {
+            problem("server.backchannel_logout_rate_limit_per_minute", "must be 0 (no limit) or more")
+        }
         if !c.clients.isEmpty, c.encryption.keys.isEmpty {
             problem("encryption.keys", "are required when clients are registered (refresh tokens are stored encrypted)")
         }

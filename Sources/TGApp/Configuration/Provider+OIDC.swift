@@ -39,6 +39,12 @@ extension TokenGateConfiguration.Provider {
         if !(60...604_800).contains(jwksMaxAgeSeconds) {
             problems.append(("jwks_max_age_seconds", "must be between 60 and 604800 (a week)"))
         }
+        if kind == .oauth2, backChannelLogout == true {
+            problems.append(("backchannel_logout", "needs a provider that issues ID tokens (kind oauth2 has no keys to sign logout tokens with)"))
+        }
+        if !(10...3600).contains(backChannelLogoutMaxAgeSeconds) {
+            problems.append(("backchannel_logout_max_age_seconds", "must be between 10 and 3600"))
+        }
         return problems
     }
 
@@ -111,6 +117,9 @@ extension TokenGateConfiguration.Provider {
         configuration.userInfo = ProviderConfiguration.UserInfoUse(rawValue: (userInfo ?? (kind == .entra ? .never : .auto)).rawValue) ?? .auto
         configuration.clockSkew = .seconds(clockSkewSeconds)
         configuration.jwksMaxAge = .seconds(jwksMaxAgeSeconds)
+        configuration.acceptsBackChannelLogout = acceptsBackChannelLogout
+        configuration.logoutTokenMaxAge = .seconds(backChannelLogoutMaxAgeSeconds)
+        configuration.logoutTokenRequiresExplicitType = backChannelLogoutTypedOnly
         configuration.extraAuthorizationParameters = authorizeParameters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         return configuration
     }

@@ -56,6 +56,9 @@ public struct TokenGateConfiguration: Sendable, Codable {
         /// Requests per client address and minute to `/auth/login` and `/auth/token` (0: no limit).
         public var loginRateLimitPerMinute: Int
         public var tokenRateLimitPerMinute: Int
+        /// Requests per client address and minute to `/auth/backchannel-logout/{provider}` (0: no
+        /// limit). The provider is the client: one address sends every logout of a mass sign-out.
+        public var backChannelLogoutRateLimitPerMinute: Int
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case host, port, threads
@@ -71,6 +74,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case drainTimeoutSeconds = "drain_timeout_seconds"
             case loginRateLimitPerMinute = "login_rate_limit_per_minute"
             case tokenRateLimitPerMinute = "token_rate_limit_per_minute"
+            case backChannelLogoutRateLimitPerMinute = "backchannel_logout_rate_limit_per_minute"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -90,6 +94,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             drainTimeoutSeconds = try c.value(.drainTimeoutSeconds, default: 10)
             loginRateLimitPerMinute = try c.value(.loginRateLimitPerMinute, default: 60)
             tokenRateLimitPerMinute = try c.value(.tokenRateLimitPerMinute, default: 120)
+            backChannelLogoutRateLimitPerMinute = try c.value(.backChannelLogoutRateLimitPerMinute, default: 600)
         }
     }
 
@@ -255,6 +260,15 @@ public struct TokenGateConfiguration: Sendable, Codable {
         /// When a login asks UserInfo for display claims: `auto` (default; `never` for Entra,
         /// whose UserInfo is on Graph), `always`, `never`.
         public var userInfo: UserInfoUse?
+        /// Whether the provider may end sessions with back-channel logout tokens at
+        /// `<public_base_url>/auth/backchannel-logout/<name>` (default: yes, for every kind that
+        /// issues ID tokens; `oauth2` cannot).
+        public var backChannelLogout: Bool?
+        /// How old (`iat`) a logout token may be, besides `clock_skew_seconds` (default 300).
+        public var backChannelLogoutMaxAgeSeconds: Int
+        /// Accept only logout tokens typed `typ: logout+jwt` (default false: `JWT` and no `typ`
+        /// too, as many providers send).
+        public var backChannelLogoutTypedOnly: Bool
 
         public enum UserInfoUse: String, Sendable, Codable, CaseIterable {
             case auto, always, never
@@ -273,6 +287,9 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case clockSkewSeconds = "clock_skew_seconds"
             case jwksMaxAgeSeconds = "jwks_max_age_seconds"
             case userInfo = "userinfo"
+            case backChannelLogout = "backchannel_logout"
+            case backChannelLogoutMaxAgeSeconds = "backchannel_logout_max_age_seconds"
+            case backChannelLogoutTypedOnly = "backchannel_logout_typed_only"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -302,7 +319,13 @@ public struct TokenGateConfiguration: Sendable, Codable {
             clockSkewSeconds = try c.value(.clockSkewSeconds, default: 60)
             jwksMaxAgeSeconds = try c.value(.jwksMaxAgeSeconds, default: 86400)
             userInfo = try c.decodeIfPresent(UserInfoUse.self, forKey: .userInfo)
+            backChannelLogout = try c.decodeIfPresent(Bool.self, forKey: .backChannelLogout)
+            backChannelLogoutMaxAgeSeconds = try c.value(.backChannelLogoutMaxAgeSeconds, default: 300)
+            backChannelLogoutTypedOnly = try c.value(.backChannelLogoutTypedOnly, default: false)
         }
+
+        /// Whether logout tokens are taken: as configured, by default for every kind with ID tokens.
+        public var acceptsBackChannelLogout: Bool { backChannelLogout ?? (kind != .oauth2) }
     }
 
     /// Lifetimes of TokenGate's own credentials.
