@@ -11,7 +11,8 @@
 # under callgrind (with its instrumentation off until the load starts) and the floor under
 # callgrind, logs in once, warms the cached path, then for SECONDS (default 10) drives each with
 # `wrk -t1 -c4` on the cached proxied call (`GET /api/bench/hello`; the floor sends the fields
-# TokenGate sends, bench/lib.sh) and, for TokenGate, on `/healthz`. Prints instructions per request by library
+# TokenGate sends, bench/lib.sh), for TokenGate also with a DPoP-bound token (a fresh proof per
+# call, bench/dpop.lua) and on `/healthz`. Prints instructions per request by library
 # (`memset` apart: libmicrohttpd clears a connection's memory pool with `rep stosb`, which
 # callgrind counts per byte), and TokenGate's TOP (default 25) functions of its own by
 # instructions per request. KEEP_DUMPS=DIR keeps callgrind's dumps. Runs 50 times slower than
@@ -34,6 +35,9 @@ trap 'stop_bench "$work" 25732' EXIT
 NGINX_PORT=18480 UPSTREAM_PORT=18481 FLOOR_PORT=18483 TG_PORT=18490 MOCK_PORT=18491
 
 bench_api_stack "$work" 25732
+# The bench app allows DPoP (tokengate-dpop below); proofs made before the run stay acceptable.
+sed -i 's|redirect_uris: \["com.example.app:/cb"\] }|redirect_uris: ["com.example.app:/cb"], dpop: allowed }|' "$work/tokengate.yaml"
+echo "dpop: { proof_max_age_seconds: 600 }" >>"$work/tokengate.yaml"
 callgrind_binary "$work"
 
 # under_callgrind NAME URL COMMAND...: starts COMMAND under callgrind (output WORK/NAME.cg) once
@@ -49,13 +53,15 @@ under_callgrind() {
     exit 1
 }
 
-# count NAME PID URL [WRK OPTIONS...]: instructions per request of PID while wrk loads URL.
+# count NAME PID URL [WRK OPTIONS...] [-- SCRIPT ARGUMENTS...]: instructions per request of PID
+# while wrk loads URL.
 count() {
-    local name=$1 pid=$2 url=$3 requests
+    local name=$1 pid=$2 url=$3 requests options=()
     shift 3
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do options+=("$1"); shift; done
     callgrind_control --zero "$pid" >/dev/null 2>&1
     callgrind_control --instr=on "$pid" >/dev/null 2>&1
-    requests=$(wrk -t1 -c4 -d"${seconds}s" "$@" "$url" | awk '/requests in/ { print $1 }')
+    requests=$(wrk -t1 -c4 -d"${seconds}s" "${options[@]}" "$url" "$@" | awk '/requests in/ { print $1 }')
     callgrind_control --instr=off "$pid" >/dev/null 2>&1
     callgrind_control --dump="$name" "$pid" >/dev/null 2>&1
     sleep 1
@@ -96,6 +102,15 @@ for _ in 1 2 3; do
     code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/bench/hello")
 done
 [ "$code" = 200 ] || { echo "bench: warm-up call answered $code" >&2; exit 1; }
+# A second session, bound to a DPoP key, and proofs for its calls (callgrind serves a few thousand
+# in SECONDS; each proof is sent once).
+key="$work/dpop-key.pem"
+dpop_url="http://127.0.0.1:$TG_PORT/api/bench/hello"
+bound=$(python3 scripts/mock_login.py "http://127.0.0.1:$TG_PORT" bench-app com.example.app:/cb alice "$key" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])')
+python3 scripts/dpop_proof.py --many $((seconds * 2000)) "$key" GET "$dpop_url" "$bound" >"$work/proofs"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: DPoP $bound" -H "DPoP: $(python3 scripts/dpop_proof.py "$key" GET "$dpop_url" "$bound")" "$dpop_url")
+[ "$code" = 200 ] || { echo "bench: DPoP warm-up call answered $code" >&2; exit 1; }
 # The floor's /healthz answers TokenGate's body (as in bench/proxy.sh).
 healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateVersion =/ {print $2}' Sources/TGApp/Version.swift)")
 export $(floor_fields 127.0.0.1:$TG_PORT)
@@ -104,6 +119,7 @@ floor_pid=$cg_pid
 
 echo "user-space instructions per request (callgrind), wrk -t1 -c4 for ${seconds}s each"
 count tokengate-cached $tg_pid "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token"
+count tokengate-dpop $tg_pid "$dpop_url" -s bench/dpop.lua -- "$work/proofs" 1 "$bound" /api/bench/hello
 count floor-cached $floor_pid "http://127.0.0.1:$FLOOR_PORT/hello"
 count tokengate-healthz $tg_pid "http://127.0.0.1:$TG_PORT/healthz"
 count floor-healthz $floor_pid "http://127.0.0.1:$FLOOR_PORT/healthz"

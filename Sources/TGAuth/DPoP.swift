@@ -82,9 +82,16 @@ public final class DPoPVerifier: Sendable {
     private let replays: DPoPReplayCache
     private let nonces: DPoPNonces
     private let clock: WallClock
-    /// Keys imported from proofs, by thumbprint: an app signs every call with the same key.
-    private let keys = Mutex<[String: PublicKey]>([:])
-    private static let keyCacheLimit = 10_000
+    /// Proof headers seen and checked before, by their base64url form: an app signs every call
+    /// with the same key, so the header's JSON, the key's import and its thumbprint are done once.
+    private let headers = Mutex<[Substring: CheckedHeader]>([:])
+    private static let headerCacheLimit = 10_000
+
+    private struct CheckedHeader {
+        let header: JWSHeader
+        let key: PublicKey
+        let thumbprint: String
+    }
 
     public init(settings: DPoPSettings = DPoPSettings(), vault: TokenVault, clock: WallClock = .system) {
         self.settings = settings
@@ -106,33 +113,44 @@ public final class DPoPVerifier: Sendable {
     /// of its key (`jkt`). A proof is accepted once per instance.
     public func verify(_ proof: String, for target: DPoPTarget) throws(DPoPError) -> String {
         let now = clock.now()
-        guard proof.utf8.count <= 8192, let jws = try? JWS(compactSerialization: proof) else {
-            throw .invalid("The DPoP header is not a compact JWS.")
-        }
+        guard proof.utf8.count <= 8192 else { throw .invalid("The DPoP header is not a compact JWS.") }
+        let segment = proof.utf8.firstIndex(of: UInt8(ascii: ".")).map { proof[..<$0] } ?? proof[...]
+        let checked = headers.withLock { $0[segment] }
+        let parsed = try? checked.map { try JWS(compactSerialization: proof, knownHeader: $0.header) } ?? JWS(compactSerialization: proof)
+        guard let jws = parsed else { throw .invalid("The DPoP header is not a compact JWS.") }
         guard jws.header.type == "dpop+jwt" else { throw .invalid("A DPoP proof's typ must be dpop+jwt.") }
         guard let algorithm = jws.algorithm, allowed.contains(algorithm) else {
             throw .invalid("A DPoP proof's alg must be one of \(algorithmNames.joined(separator: ", ")).")
         }
-        let jkt = try key(of: jws, algorithm: algorithm)
-        guard let claims = (try? JSONSerialization.jsonObject(with: Data(jws.payload))) as? [String: Any],
-            let jti = claims["jti"] as? String, (1...512).contains(jti.utf8.count),
-            let htm = claims["htm"] as? String, let htu = claims["htu"] as? String,
-            let iat = (claims["iat"] as? NSNumber).map({ Date(timeIntervalSince1970: $0.doubleValue) })
+        let jkt: String
+        if let checked {
+            do {
+                try jws.verify(using: checked.key, allowedAlgorithms: [algorithm])
+            } catch {
+                throw .invalid("The DPoP proof's signature does not verify with its jwk.")
+            }
+            jkt = checked.thumbprint
+        } else {
+            jkt = try key(of: jws, algorithm: algorithm, segment: segment)
+        }
+        guard let claims = try? JSONDecoder().decode(ProofClaims.self, from: Data(jws.payload)), (1...512).contains(claims.jti.utf8.count)
         else { throw .invalid("A DPoP proof needs jti, htm, htu and iat claims.") }
+        let (jti, htm, htu, iat) = (claims.jti, claims.htm, claims.htu, Date(timeIntervalSince1970: claims.iat))
         guard htm == target.method else { throw .invalid("The DPoP proof's htm is not this request's method.") }
-        guard let expected = Self.normalizedHTU(target.uri), Self.normalizedHTU(htu) == expected else {
+        // Byte for byte equal is the common case; else both normalised.
+        guard htu == target.uri || (Self.normalizedHTU(target.uri).map { $0 == Self.normalizedHTU(htu) } ?? false) else {
             throw .invalid("The DPoP proof's htu is not this request's URL (scheme, host and path, no query).")
         }
         guard iat >= now.addingTimeInterval(-settings.proofMaxAge), iat <= now.addingTimeInterval(settings.futureSkew) else {
             throw .invalid("The DPoP proof's iat is too old or in the future: make a new proof for each request.")
         }
         if let token = target.accessToken {
-            guard let ath = claims["ath"] as? String,
+            guard let ath = claims.ath,
                 Digest.constantTimeEqual(Array(ath.utf8), Array(Base64URL.encode(Digest.sha256(utf8: token)).utf8))
             else { throw .invalid("The DPoP proof's ath is not the hash of the access token sent with it.") }
         }
         if settings.requireNonce {
-            guard let nonce = claims["nonce"] as? String, nonces.isValid(nonce, now: now) else {
+            guard let nonce = claims.nonce, nonces.isValid(nonce, now: now) else {
                 throw DPoPError(.useNonce, "Send the DPoP-Nonce of this answer in the proof's nonce claim.", nonce: nonces.current(now: now))
             }
         }
@@ -143,8 +161,9 @@ public final class DPoPVerifier: Sendable {
         }
     }
 
-    /// The proof's key: a public JWK in the header, which signed the proof. Returns its thumbprint.
-    private func key(of jws: JWS, algorithm: JWSAlgorithm) throws(DPoPError) -> String {
+    /// The proof's key: a public JWK in the header, which signed the proof. Returns its thumbprint,
+    /// and keeps the checked header for the next proof that starts with `segment`.
+    private func key(of jws: JWS, algorithm: JWSAlgorithm, segment: Substring) throws(DPoPError) -> String {
         guard let header = (try? JSONSerialization.jsonObject(with: Data(jws.header.json))) as? [String: Any],
             let object = header["jwk"] as? [String: Any]
         else { throw .invalid("A DPoP proof's header needs the public key as jwk.") }
@@ -154,20 +173,28 @@ public final class DPoPVerifier: Sendable {
         guard let jwk = try? JWK(object: object), let thumbprint = try? jwk.thumbprint() else {
             throw .invalid("A DPoP proof's jwk is not a usable RSA, EC or OKP key.")
         }
-        let cached = keys.withLock { $0[thumbprint] }
-        guard let key = cached ?? (try? PublicKey(jwk: jwk)) else { throw .invalid("A DPoP proof's jwk is not a usable key.") }
+        guard let key = try? PublicKey(jwk: jwk) else { throw .invalid("A DPoP proof's jwk is not a usable key.") }
         do {
             try jws.verify(using: key, allowedAlgorithms: [algorithm])
         } catch {
             throw .invalid("The DPoP proof's signature does not verify with its jwk.")
         }
-        if cached == nil {
-            keys.withLock { keys in
-                if keys.count >= Self.keyCacheLimit { keys.removeAll(keepingCapacity: true) }
-                keys[thumbprint] = key
-            }
+        // Kept only once its signature verified: a header never checked cannot be planted.
+        headers.withLock { headers in
+            if headers.count >= Self.headerCacheLimit { headers.removeAll(keepingCapacity: true) }
+            headers[Substring(String(segment))] = CheckedHeader(header: jws.header, key: key, thumbprint: thumbprint)
         }
         return thumbprint
+    }
+
+    /// A proof's claims (RFC 9449 §4.2); others are ignored.
+    private struct ProofClaims: Decodable {
+        let jti: String
+        let htm: String
+        let htu: String
+        let iat: Double
+        let ath: String?
+        let nonce: String?
     }
 
     /// JWK members only a private (or symmetric) key has.

@@ -28,6 +28,18 @@ public struct JWS: Sendable, Hashable {
     /// strictly base64url parts, the header is a JSON object with a string `alg` (and string
     /// `kid` / `typ` when present), and there is no `crit` member (no extension is understood).
     public init(compactSerialization: String) throws(CryptoError) {
+        try self.init(compactSerialization, knownHeader: nil)
+    }
+
+    /// The same for a JWS whose header part is one parsed before (`known`, from a JWS whose
+    /// compact form started with the same part): the part must decode to `known`'s JSON, byte for
+    /// byte, and its JSON is not parsed again. A signer that sends many tokens with one header (a
+    /// DPoP key) costs one header parse.
+    public init(compactSerialization: String, knownHeader known: JWSHeader) throws(CryptoError) {
+        try self.init(compactSerialization, knownHeader: known)
+    }
+
+    private init(_ compactSerialization: String, knownHeader known: JWSHeader?) throws(CryptoError) {
         let bytes = Array(compactSerialization.utf8)
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty else { throw .malformed }
@@ -35,6 +47,11 @@ public struct JWS: Sendable, Hashable {
         payload = try Base64URL.decode(utf8: Array(parts[1]))
         signature = try Base64URL.decode(utf8: Array(parts[2]))
         signingInput = Array(bytes[0..<(parts[0].count + 1 + parts[1].count)])
+        if let known {
+            guard known.json == headerJSON else { throw .malformed }
+            header = known
+            return
+        }
 
         // RFC 7515 §4.1.1: `alg` must be present; an empty name is no algorithm (found by fuzzing).
         guard let object = JWK.jsonObject(headerJSON), let algorithm = object["alg"] as? String, !algorithm.isEmpty, object["crit"] == nil

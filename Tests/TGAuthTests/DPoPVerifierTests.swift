@@ -88,6 +88,19 @@ import Testing
         #expect(refusal(verifier, String(repeating: "a", count: 9000), target(token: nil))?.code == .invalidProof)
     }
 
+    @Test func aHeaderSeenBeforeStillNeedsItsKeysSignature() throws {
+        let verifier = try verifier()
+        #expect(try verifier.verify(try proof(), for: target()) == key.thumbprint)
+        // The same header (this key's jwk), signed by another key: the kept header does not vouch for it.
+        let claims: [String: Any] = [
+            "jti": "forged", "htm": "GET", "htu": Self.url, "iat": Int(clock.now.timeIntervalSince1970),
+            "ath": Base64URL.encode(Digest.sha256(utf8: "access-token")),
+        ]
+        let forged = try DPoPKey().signed(claims, jwk: key.jwk)
+        #expect(refusal(verifier, forged, target())?.description.contains("signature") == true)
+        #expect(try verifier.verify(try proof(), for: target()) == key.thumbprint)
+    }
+
     @Test func theProofMustNameThisRequestsMethodAndURL() throws {
         let verifier = try verifier()
         #expect(refusal(verifier, try proof("POST"), target())?.description.contains("htm") == true)
