@@ -231,7 +231,8 @@ public final class DPoPVerifier: Sendable {
                 index += 1
                 continue
             }
-            guard index + 2 < bytes.count, let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) else { return nil }
+            guard index + 2 < bytes.count, let high = FormURLEncoding.hexValue(bytes[index + 1]), let low = FormURLEncoding.hexValue(bytes[index + 2])
+            else { return nil }
             let value = high << 4 | low
             if Syntax.isBase64URL(value) || value == UInt8(ascii: ".") || value == UInt8(ascii: "~") {
                 output.append(value)
@@ -242,15 +243,6 @@ public final class DPoPVerifier: Sendable {
         }
         bytes = output
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 
