@@ -34,6 +34,7 @@ import Testing
     @Test func aFreshInstallRedeemsACodeForANewDeviceSecretAndEveryAccountsTokens() async throws {
         try await AuthFlowHarness.run { h in
             let alice = try await h.logIn(as: "alice")
+            h.clock.advance(by: 1)
             let bob = try await h.logIn(as: "bob", deviceSecret: alice["device_secret"] as? String)
             let bobAccess = try #require(bob["access_token"] as? String)
             let verifier = PKCE.makeVerifier()
