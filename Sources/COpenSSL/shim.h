@@ -8,3 +8,4 @@
 #include <openssl/rsa.h>
 #include <openssl/ec.h>
 #include <openssl/bn.h>
+#include <openssl/x509.h>

@@ -29,6 +29,10 @@ public enum Digest {
         }
     }
 
+    /// SHA-1 of `bytes` (20 bytes): only for identifiers that are defined with it (a
+    /// certificate's `x5t`), never for security.
+    public static func sha1(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, Fetched.sha1.md, length: 20) }
+
     /// SHA-384 of `bytes` (48 bytes).
     public static func sha384(_ bytes: [UInt8]) -> [UInt8] { digest(bytes, Fetched.sha384.md, length: 48) }
 
@@ -47,6 +51,7 @@ public enum Digest {
             md = EVP_MD_fetch(nil, name, nil)
         }
 
+        static let sha1 = Fetched("SHA1")
         static let sha384 = Fetched("SHA2-384")
         static let sha512 = Fetched("SHA2-512")
     }

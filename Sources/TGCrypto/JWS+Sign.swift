@@ -2,8 +2,8 @@ internal import COpenSSL
 
 extension JWS {
     /// Signs `payload` and returns the compact serialization. The header holds `alg`, and
-    /// `kid`, `typ` and `jwk` (a public key, as DPoP proofs carry it) when given (members sorted,
-    /// no whitespace).
+    /// `kid`, `typ` and `jwk` (a public key, as DPoP proofs carry it) when given, and
+    /// `headerMembers` (`x5t#S256`, …; never replacing those) (members sorted, no whitespace).
     ///
     /// Throws ``CryptoError/invalidKey`` when `key` does not fit `algorithm` (for example
     /// ES256 needs a P-256 key, RS256 an RSA key of at least 2048 bits).
@@ -13,6 +13,7 @@ extension JWS {
         keyID: String? = nil,
         type: String? = "JWT",
         jwk: JWK? = nil,
+        headerMembers: [String: String] = [:],
         using key: PrivateKey
     ) throws(CryptoError) -> String {
         try algorithm.checkCompatible(with: key.keyType)
@@ -20,6 +21,7 @@ extension JWS {
         header["kid"] = keyID
         header["typ"] = type
         if let jwk { header["jwk"] = JWK.jsonObject(jwk.json()) }
+        for (name, value) in headerMembers where header[name] == nil { header[name] = value }
         let signingInput = Base64URL.encode(JWK.serialize(header)) + "." + Base64URL.encode(payload)
         var signature = try rawSignature(Array(signingInput.utf8), algorithm: algorithm, key: key)
         if let curve = algorithm.curve {

@@ -9,8 +9,10 @@ public enum ClientAuthentication: Sendable, CustomStringConvertible {
     case clientSecretBasic(secret: String)
     /// `client_id` and `client_secret` in the form body.
     case clientSecretPost(secret: String)
-    /// A JWT signed with TokenGate's private key (RFC 7523 §2.2), `kid` in its header.
-    case privateKeyJWT(key: PrivateKey, keyID: String, algorithm: JWSAlgorithm)
+    /// A JWT signed with TokenGate's private key (RFC 7523 §2.2), `kid` in its header (none when
+    /// empty); with a `certificate` for that key (Entra ID's certificate credentials), also the
+    /// certificate's thumbprints `x5t#S256` and `x5t`, by which the provider finds the key.
+    case privateKeyJWT(key: PrivateKey, keyID: String, algorithm: JWSAlgorithm, certificate: Certificate? = nil)
 
     public var description: String {
         switch self {
@@ -35,7 +37,7 @@ public enum ClientAuthentication: Sendable, CustomStringConvertible {
         case .clientSecretPost(let secret):
             form.append(("client_id", clientID))
             form.append(("client_secret", secret))
-        case .privateKeyJWT(let key, let keyID, let algorithm):
+        case .privateKeyJWT(let key, let keyID, let algorithm, let certificate):
             let issuedAt = Int(now.timeIntervalSince1970)
             let claims: [String: Any] = [
                 "iss": clientID, "sub": clientID, "aud": endpoint,
@@ -46,7 +48,19 @@ public enum ClientAuthentication: Sendable, CustomStringConvertible {
             }
             let assertion: String
             do {
-                assertion = try JWS.sign(payload: Array(payload), algorithm: algorithm, keyID: keyID, type: "JWT", using: key)
+                var thumbprints: [String: String] = [:]
+                if let certificate {
+                    thumbprints["x5t#S256"] = certificate.sha256Thumbprint
+                    thumbprints["x5t"] = certificate.sha1Thumbprint
+                }
+                assertion = try JWS.sign(
+                    payload: Array(payload),
+                    algorithm: algorithm,
+                    keyID: keyID.isEmpty ? nil : keyID,
+                    type: "JWT",
+                    headerMembers: thumbprints,
+                    using: key
+                )
             } catch {
                 throw OIDCError(.misconfigured("the private key does not fit \(algorithm.rawValue)"))
             }

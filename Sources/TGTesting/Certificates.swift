@@ -16,6 +16,22 @@ public func makeSelfSignedCertificate(in directory: URL) async throws -> (certif
     return (certificate, key)
 }
 
+/// A self-signed RSA 2048 certificate as Entra ID's docs make one for a certificate credential
+/// (`openssl req -x509 -newkey rsa:2048`), in a fresh temporary directory: the paths of the
+/// certificate and its key, and the directory (the caller removes it).
+public func makeRSACertificate() async throws -> (certificate: String, key: String, directory: URL) {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tg-cert-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let certificate = directory.appendingPathComponent("cert.pem").path
+    let key = directory.appendingPathComponent("key.pem").path
+    let made = try await runProcess(
+        "/usr/bin/openssl",
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=tokengate", "-keyout", key, "-out", certificate]
+    )
+    guard made.exitCode == 0 else { throw CertificateFailed(detail: made.stderr) }
+    return (certificate, key, directory)
+}
+
 public struct CertificateFailed: Error {
     public var detail: String
 }

@@ -139,7 +139,7 @@ import Testing
             environment: ["TG_TEST_KEY": key.pemRepresentation]
         )
         let built = try configuration.providers[0].oidcConfiguration(callbackURL: "https://gw.example/auth/callback")
-        guard case .privateKeyJWT(_, let keyID, let algorithm) = built.clientAuthentication else {
+        guard case .privateKeyJWT(_, let keyID, let algorithm, _) = built.clientAuthentication else {
             Issue.record("expected private_key_jwt")
             return
         }
@@ -147,5 +147,46 @@ import Testing
         #expect(algorithm == .es256)
         // The key never shows up in a printed configuration.
         #expect(!"\(configuration.providers[0])".contains("PRIVATE KEY"))
+    }
+
+    @Test func anEntraCertificateCredentialNeedsNoKeyIDMustCertifyTheKeyAndReachesTheAssertion() async throws {
+        let (certificatePath, keyPath, directory) = try await makeRSACertificate()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let entry = { (extra: String) in
+            """
+              - { name: corp, kind: entra, tenant: contoso.onmicrosoft.com, client_id: a, auth_method: private_key_jwt, private_key: { file: "\(keyPath)" }\(extra) }
+            """
+        }
+        let configuration = try load(entry(", private_key_certificate: { file: \"\(certificatePath)\" }"))
+        let built = try configuration.providers[0].oidcConfiguration(callbackURL: "https://gw.example/auth/callback")
+        guard case .privateKeyJWT(_, let keyID, let algorithm, let certificate) = built.clientAuthentication else {
+            Issue.record("expected private_key_jwt")
+            return
+        }
+        #expect(keyID == "" && algorithm == .rs256)
+        #expect(certificate == (try Certificate(pemRepresentation: try String(contentsOfFile: certificatePath, encoding: .utf8))))
+        // Without a certificate the kid is required; a certificate of another key, or none that
+        // parses, or one with a client secret, is refused.
+        #expect(problems(entry("")) == ["providers[0].private_key_id: is required for kind entra (the kid the provider knows the key by)"])
+        let other = FileManager.default.temporaryDirectory.appendingPathComponent("tg-other-\(UUID().uuidString).pem")
+        try PrivateKey.generate(.rsa(bits: 2048)).pemRepresentation.write(to: other, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: other) }
+        let mismatched = problems(
+            """
+              - { name: corp, kind: entra, tenant: contoso.onmicrosoft.com, client_id: a, auth_method: private_key_jwt, private_key: { file: "\(other.path)" }, private_key_certificate: { file: "\(certificatePath)" } }
+            """
+        )
+        #expect(mismatched == ["providers[0].private_key_certificate: is not the certificate of private_key (their public keys differ)"])
+        #expect(
+            problems(entry(", private_key_certificate: \"not a certificate\"")) == [
+                "providers[0].private_key_certificate: is not a PEM certificate (-----BEGIN CERTIFICATE-----)"
+            ]
+        )
+        let withSecret = problems(
+            """
+              - { name: corp, kind: entra, tenant: contoso.onmicrosoft.com, client_id: a, client_secret: s, private_key_certificate: { file: "\(certificatePath)" } }
+            """
+        )
+        #expect(withSecret == ["providers[0].private_key_certificate: applies to auth_method private_key_jwt only"])
     }
 }

@@ -154,6 +154,7 @@ struct ConfigurationValidator {
             if provider.clientID.isEmpty { problem("\(path).client_id", "must not be empty") }
             if let secret = provider.clientSecret { self.secret(secret, "\(path).client_secret") }
             if let key = provider.privateKey { secret(key, "\(path).private_key") }
+            if let certificate = provider.privateKeyCertificate { secret(certificate, "\(path).private_key_certificate") }
             checkAuthorizeParameters(provider.authorizeParameters, "\(path).authorize_parameters")
             switch provider.authMethod {
             case .clientSecretBasic, .clientSecretPost:

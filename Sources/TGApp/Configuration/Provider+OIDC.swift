@@ -30,10 +30,21 @@ extension TokenGateConfiguration.Provider {
         if kind != .b2c, !policies.isEmpty { problems.append(("policies", "applies to kind b2c only")) }
         if kind != .oauth2, endpoints != nil { problems.append(("endpoints", "applies to kind oauth2 only (others use discovery)")) }
         if authMethod == .privateKeyJWT {
-            require(privateKeyID, "private_key_id", "the kid the provider knows the key by")
-            if let key = privateKey, key.value.isEmpty == false, (try? PrivateKey(pemRepresentation: key.value)) == nil {
-                problems.append(("private_key", "is not a PEM private key"))
+            // A certificate names the key by its thumbprints instead (Entra ID).
+            if privateKeyCertificate == nil { require(privateKeyID, "private_key_id", "the kid the provider knows the key by") }
+            let key = privateKey.flatMap { $0.value.isEmpty ? nil : $0 }.map { try? PrivateKey(pemRepresentation: $0.value) }
+            if case .some(.none) = key { problems.append(("private_key", "is not a PEM private key")) }
+            if let pem = privateKeyCertificate?.value {
+                if let certificate = try? Certificate(pemRepresentation: pem) {
+                    if case .some(.some(let key)) = key, !certificate.certifies(key) {
+                        problems.append(("private_key_certificate", "is not the certificate of private_key (their public keys differ)"))
+                    }
+                } else {
+                    problems.append(("private_key_certificate", "is not a PEM certificate (-----BEGIN CERTIFICATE-----)"))
+                }
             }
+        } else if privateKeyCertificate != nil {
+            problems.append(("private_key_certificate", "applies to auth_method private_key_jwt only"))
         }
         if !(0...600).contains(clockSkewSeconds) { problems.append(("clock_skew_seconds", "must be between 0 and 600")) }
         if !(60...604_800).contains(jwksMaxAgeSeconds) {
@@ -102,7 +113,8 @@ extension TokenGateConfiguration.Provider {
                 case .ec(.p384): .es384
                 default: .rs256
                 }
-            authentication = .privateKeyJWT(key: key, keyID: privateKeyID ?? "", algorithm: algorithm)
+            let certificate = try privateKeyCertificate.map { try Certificate(pemRepresentation: $0.value) }
+            authentication = .privateKeyJWT(key: key, keyID: privateKeyID ?? "", algorithm: algorithm, certificate: certificate)
         }
         var configuration = ProviderConfiguration(
             name: name,

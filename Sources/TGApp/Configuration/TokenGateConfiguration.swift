@@ -238,6 +238,9 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var privateKey: Secret?
         /// The `kid` the provider knows TokenGate's key by (`private_key_jwt`).
         public var privateKeyID: String?
+        /// The PEM certificate of `private_key` (`private_key_jwt` with Entra ID's certificate
+        /// credentials): assertions then carry its thumbprints, `x5t#S256` and `x5t`.
+        public var privateKeyCertificate: Secret?
         public var authMethod: AuthMethod
         public var scopes: [String]
         /// Entra: `common`, `organizations`, `consumers`, a tenant id or domain. B2C: the tenant
@@ -280,6 +283,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case clientSecret = "client_secret"
             case privateKey = "private_key"
             case privateKeyID = "private_key_id"
+            case privateKeyCertificate = "private_key_certificate"
             case authMethod = "auth_method"
             case allowedTenants = "allowed_tenants"
             case responseMode = "response_mode"
@@ -307,6 +311,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             clientSecret = try c.decodeIfPresent(Secret.self, forKey: .clientSecret)
             privateKey = try c.decodeIfPresent(Secret.self, forKey: .privateKey)
             privateKeyID = try c.decodeIfPresent(String.self, forKey: .privateKeyID)
+            privateKeyCertificate = try c.decodeIfPresent(Secret.self, forKey: .privateKeyCertificate)
             authMethod = try c.value(.authMethod, default: .clientSecretBasic)
             scopes = try c.value(.scopes, default: ["openid", "profile", "email", "offline_access"])
             tenant = try c.decodeIfPresent(String.self, forKey: .tenant)
