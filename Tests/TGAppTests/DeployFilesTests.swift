@@ -129,4 +129,51 @@ import Yams
         #expect(bench.contains("RELEASE_FLAGS=(-c release --static-swift-stdlib)"))
         #expect(makefile.contains("swift build -c release --static-swift-stdlib"))
     }
+
+    /// `deploy/prometheus` and `deploy/grafana`: every rule and panel is well formed, and every
+    /// metric they use is one TokenGate exports (a metric name in its sources) and documents
+    /// (docs/operations.md).
+    @Test func theAlertRulesAndTheDashboardUseOnlyMetricsTokenGateExports() throws {
+        var expressions: [String] = []
+        let rules = try #require(try Yams.load(yaml: try Self.text("prometheus/tokengate-alerts.yaml")) as? [String: Any])
+        for group in try #require(rules["groups"] as? [[String: Any]]) {
+            for rule in try #require(group["rules"] as? [[String: Any]]) {
+                let annotations = rule["annotations"] as? [String: Any]
+                #expect(rule["alert"] is String && annotations?["summary"] is String && annotations?["description"] is String)
+                #expect((rule["labels"] as? [String: Any])?["severity"] is String)
+                expressions.append(try #require(rule["expr"] as? String))
+            }
+        }
+        #expect(expressions.count >= 8)
+        let dashboard = try JSONSerialization.jsonObject(with: Data(try Self.text("grafana/tokengate-dashboard.json").utf8))
+        let panels = try #require((dashboard as? [String: Any])?["panels"] as? [[String: Any]])
+        for panel in panels {
+            #expect(panel["title"] is String && panel["gridPos"] is [String: Any])
+            let targets = try #require(panel["targets"] as? [[String: Any]])
+            expressions += targets.compactMap { $0["expr"] as? String }
+        }
+        let name = /tokengate_[a-z_]+/
+        let used = Set(
+            expressions.flatMap { $0.matches(of: name).map { String($0.output) } }.map { metric in
+                ["_bucket", "_sum", "_count"].reduce(metric) { $0.hasSuffix($1) ? String($0.dropLast($1.count)) : $0 }
+            }
+        )
+        // What the sources name as metrics: labels such as "tokengate_proxy_calls_total", and the
+        // `# TYPE` lines the request metrics write themselves.
+        let sources = Self.deploy.deletingLastPathComponent().appendingPathComponent("Sources")
+        var exported: Set<String> = []
+        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)
+        while let file = files?.nextObject() as? URL {
+            guard file.pathExtension == "swift" else { continue }
+            let text = try String(contentsOf: file, encoding: .utf8)
+            exported.formUnion(text.matches(of: /(?:"|# TYPE )(tokengate_[a-z_]+)[" ]/).map { String($0.output.1) })
+        }
+        let documented = try String(
+            contentsOf: Self.deploy.deletingLastPathComponent().appendingPathComponent("docs/operations.md"),
+            encoding: .utf8
+        )
+        #expect(used.count >= 10)
+        #expect(used.subtracting(exported).sorted() == [], "metrics the dashboard or alerts use that TokenGate does not export")
+        #expect(used.filter { !documented.contains("`\($0)`") }.sorted() == [], "metrics not in docs/operations.md")
+    }
 }
