@@ -221,7 +221,7 @@ public final class DPoPVerifier: Sendable {
     }
 
     private static func normalizedPercentEncoding(_ path: Substring) -> String? {
-        var bytes = Array(path.utf8)
+        let bytes = Array(path.utf8)
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = 0
@@ -241,8 +241,7 @@ public final class DPoPVerifier: Sendable {
             }
             index += 3
         }
-        bytes = output
-        return String(decoding: bytes, as: UTF8.self)
+        return String(decoding: output, as: UTF8.self)
     }
 }
 

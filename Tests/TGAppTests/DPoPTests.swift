@@ -142,6 +142,21 @@ import Testing
             let second = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try key.proof("POST", url, nonce: nonce))])
             #expect(second.status == 200, "\(second.body)")
             #expect(second.header("DPoP-Nonce") == nonce)
+            // At a resource: 401 use_dpop_nonce with the nonce in the challenge's answer, then 200 with it.
+            let token = try #require(second.json["access_token"] as? String)
+            let me = h.auth.issuer + "/auth/me"
+            let without = try await h.get(
+                "/auth/me",
+                headers: ["Authorization: DPoP \(token)", "DPoP: " + (try key.proof("GET", me, accessToken: token))]
+            )
+            #expect(without.status == 401 && without.json["code"] as? String == "use_dpop_nonce")
+            #expect(without.header("WWW-Authenticate")?.contains(#"error="use_dpop_nonce""#) == true)
+            let given = try #require(without.header("DPoP-Nonce"))
+            let with = try await h.get(
+                "/auth/me",
+                headers: ["Authorization: DPoP \(token)", "DPoP: " + (try key.proof("GET", me, accessToken: token, nonce: given))]
+            )
+            #expect(with.status == 200, "\(with.body)")
         }
     }
 

@@ -41,15 +41,7 @@ import Testing
     @Test func aHandoffCodePresentedTwiceEndsTheSessionItStarted() async throws {
         try await DomainFixture.run { d in
             let verifier = PKCE.makeVerifier()
-            let url = try await d.auth.beginLogin(
-                try LoginRequest(parameters: [
-                    ("client_id", DomainFixture.app), ("redirect_uri", DomainFixture.appRedirect), ("response_type", "code"),
-                    ("state", "s"), ("code_challenge", PKCE.challenge(for: verifier)), ("code_challenge_method", "S256"),
-                ])
-            )
-            let atProvider = try await d.fake.followAuthorization(url, using: d.http)
-            let back = try await d.auth.completeLogin(CallbackParameters(parameters: atProvider.parameters.map { ($0.key, $0.value) }))
-            let code = try #require(FakeIdentityProvider.queryParameters(of: back)["code"])
+            let code = try await d.handoffCode(verifier: verifier)
             let redemption = HandoffRedemption(
                 code: code,
                 codeVerifier: verifier,

@@ -75,6 +75,20 @@ struct DomainFixture {
     /// the fake provider, the callback, the redemption of the handoff code.
     func logIn(as user: String = "alice", deviceSecret: String? = nil) async throws -> IssuedTokens {
         let verifier = PKCE.makeVerifier()
+        return try await auth.redeemHandoff(
+            HandoffRedemption(
+                code: try await handoffCode(as: user, verifier: verifier),
+                codeVerifier: verifier,
+                redirectURI: Self.appRedirect,
+                clientID: Self.app,
+                deviceSecret: deviceSecret
+            )
+        )
+    }
+
+    /// A login as `user` up to the handoff code the app's redirect carries (not redeemed): the
+    /// app's request with `verifier`'s challenge, the browser at the fake provider, the callback.
+    func handoffCode(as user: String = "alice", verifier: String) async throws -> String {
         let appState = "app-state"
         let url = try await auth.beginLogin(
             try LoginRequest(parameters: [
@@ -89,14 +103,6 @@ struct DomainFixture {
         )
         let parameters = FakeIdentityProvider.queryParameters(of: back)
         #expect(parameters["state"] == appState)
-        return try await auth.redeemHandoff(
-            HandoffRedemption(
-                code: try #require(parameters["code"], "no code: \(back)"),
-                codeVerifier: verifier,
-                redirectURI: Self.appRedirect,
-                clientID: Self.app,
-                deviceSecret: deviceSecret
-            )
-        )
+        return try #require(parameters["code"], "no code: \(back)")
     }
 }
