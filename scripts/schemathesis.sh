@@ -93,6 +93,7 @@ server:
   host: 127.0.0.1
   port: $port
   login_rate_limit_per_minute: 0
+  callback_rate_limit_per_minute: 0
   token_rate_limit_per_minute: 0
   drain_timeout_seconds: 2
 log:

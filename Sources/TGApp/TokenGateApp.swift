@@ -136,15 +136,23 @@ public enum TokenGateApp {
         APIDescriptionRoute.add(to: &router)
         AuthorizationServerMetadata.add(to: &router, issuer: publicBaseURL(configuration), dpopAlgorithms: configuration.dpop.algorithms)
         if let auth {
+            // Shared by every instance through PostgreSQL unless configured per instance (docs/scaling.md).
+            let server = configuration.server
+            let shared = server.rateLimitStore == .database ? auth.store.rateLimits : nil
+            func limiter(_ scope: String, _ perMinute: Int) -> RateLimiter {
+                RateLimiter(scope: scope, perMinute: perMinute, store: shared, metrics: metrics, now: auth.clock.now)
+            }
             let limits = AuthRoutes.Limits(
-                login: RateLimiter(perMinute: configuration.server.loginRateLimitPerMinute, now: auth.clock.now),
-                token: RateLimiter(perMinute: configuration.server.tokenRateLimitPerMinute, now: auth.clock.now)
+                login: limiter("login", server.loginRateLimitPerMinute),
+                callback: limiter("callback", server.callbackRateLimitPerMinute),
+                token: limiter("token", server.tokenRateLimitPerMinute),
+                transfer: limiter("transfer", server.tokenRateLimitPerMinute)
             )
             AuthRoutes.add(to: &router, service: auth, limits: limits)
             BackChannelLogoutRoute.add(
                 to: &router,
                 service: auth,
-                rateLimit: RateLimiter(perMinute: configuration.server.backChannelLogoutRateLimitPerMinute, now: auth.clock.now),
+                rateLimit: limiter("backchannel_logout", server.backChannelLogoutRateLimitPerMinute),
                 requestTimeout: .seconds(configuration.server.requestTimeoutSeconds)
             )
             let upstreams = configuration.upstreams.compactMap { settings in

@@ -43,7 +43,7 @@ public struct AuthMetrics: Sendable {
             ("pending_logins", report.pendingLogins), ("handoff_codes", report.handoffCodes), ("sessions", report.sessions),
             ("revoked_refresh_tokens", report.revokedRefreshTokens), ("accounts", report.accounts), ("devices", report.devices),
             ("upstream_revocations", report.upstreamRevocations), ("transfer_codes", report.transferCodes),
-            ("logout_token_ids", report.logoutTokenIDs),
+            ("logout_token_ids", report.logoutTokenIDs), ("rate_limit_buckets", report.rateLimitBuckets),
         ]
         for (kind, count) in kinds {
             Counter(label: "tokengate_sweeper_removed_total", dimensions: [("kind", kind)], factory: factory).increment(by: count)

@@ -17,13 +17,15 @@ public struct SweepReport: Sendable, Equatable, CustomStringConvertible {
     public var transferCodes = 0
     /// Accepted logout tokens' ids past their window (the tokens are refused as too old anyway).
     public var logoutTokenIDs = 0
+    /// Rate-limit buckets untouched for a minute (full again: a missing bucket is a full one).
+    public var rateLimitBuckets = 0
 
     public init() {}
 
     public var description: String {
         "pending_logins=\(pendingLogins) handoff_codes=\(handoffCodes) sessions=\(sessions) accounts=\(accounts) "
             + "devices=\(devices) revoked_refresh_tokens=\(revokedRefreshTokens) upstream_revocations=\(upstreamRevocations) "
-            + "transfer_codes=\(transferCodes) logout_token_ids=\(logoutTokenIDs)"
+            + "transfer_codes=\(transferCodes) logout_token_ids=\(logoutTokenIDs) rate_limit_buckets=\(rateLimitBuckets)"
     }
 }
 
@@ -52,6 +54,10 @@ extension AuthService {
             try await store.sessions.deleteExpiredRevokedTokens(now: now, limit: limit)
         }
         report.logoutTokenIDs = try await inBatches(limit) { try await store.logoutTokens.deleteExpired(now: now, limit: limit) }
+        // Every limit's allowance is per minute: a bucket untouched for one is full again.
+        report.rateLimitBuckets = try await inBatches(limit) {
+            try await store.rateLimits.deleteIdle(before: now.addingTimeInterval(-60), limit: limit)
+        }
         // Replay answers outlive their grace window only until here.
         try await store.sessions.clearReplays(rotatedBefore: now.addingTimeInterval(-settings.refreshReplayGrace))
         // Accounts the IdP rejected, or that nothing holds any more, or unused past the idle lifetime.

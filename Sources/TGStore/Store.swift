@@ -25,6 +25,7 @@ public final class Store: Sendable {
     public var keys: KeyStore { KeyStore(.pool(database)) }
     public var transferCodes: TransferCodeStore { TransferCodeStore(.pool(database)) }
     public var logoutTokens: LogoutTokenStore { LogoutTokenStore(.pool(database)) }
+    public var rateLimits: RateLimitStore { RateLimitStore(.pool(database)) }
 
     /// Runs `body` holding PostgreSQL's session advisory lock `key` (one holder across every
     /// instance), or returns nil at once when another holds it. The lock is given back whatever

@@ -52,7 +52,7 @@ struct AuthFlowHarness {
     /// fake API trusting the fake provider's tokens is configured as upstream `graph`
     /// (`upstreamOptions` adds to its settings).
     static func run(
-        rateLimits: String = "login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0",
+        rateLimits: String = "login_rate_limit_per_minute: 0, callback_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0",
         /// More `server` settings (`, public_base_url: …`).
         serverOptions: String = "",
         extraConfiguration: String = "",

@@ -40,7 +40,7 @@ import Testing
     @Test func aRateLimitedRouteRefusesBeforeItsHandlerRuns() async {
         let calls = Atomic<Int>(0)
         var router = Router()
-        let limiter = RateLimiter(perMinute: 1, now: { Date(timeIntervalSince1970: 0) })
+        let limiter = RateLimiter(scope: "test", perMinute: 1, now: { Date(timeIntervalSince1970: 0) })
         router.add(
             .get,
             "/limited",
@@ -50,7 +50,7 @@ import Testing
                 return ServerResponse(status: .ok)
             }
         )
-        let oauth = RateLimiter(perMinute: 1, now: { Date(timeIntervalSince1970: 0) })
+        let oauth = RateLimiter(scope: "test", perMinute: 1, now: { Date(timeIntervalSince1970: 0) })
         router.add(.post, "/token", policy: RoutePolicy(rateLimit: oauth, refusal: .oauth), .sync { _, _ in ServerResponse(status: .ok) })
         let app = Application(router: router, logger: Logger(label: "test"), accessLog: false)
         #expect(await Self.answer(app, .get, "/limited").status == .ok)

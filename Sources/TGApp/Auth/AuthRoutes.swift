@@ -8,7 +8,9 @@ import TGHTTPServer
 enum AuthRoutes {
     struct Limits: Sendable {
         var login: RateLimiter
+        var callback: RateLimiter
         var token: RateLimiter
+        var transfer: RateLimiter
     }
 
     static func add(to router: inout Router, service: AuthService, limits: Limits) {
@@ -33,8 +35,8 @@ enum AuthRoutes {
             let parameters = request.method == .post ? try formParameters(request) : request.queryItems
             return redirect(to: try await service.completeLogin(CallbackParameters(parameters: parameters)))
         }
-        router.add(.get, "/auth/callback", callback)
-        router.add(.post, "/auth/callback", callback)
+        router.add(.get, "/auth/callback", policy: RoutePolicy(rateLimit: limits.callback), callback)
+        router.add(.post, "/auth/callback", policy: RoutePolicy(rateLimit: limits.callback), callback)
         // GET consumes the pending login: a HEAD (a link scanner, a prefetch) must not.
         router.add(.head, "/auth/callback", .async { _, _ in Problem.methodNotAllowed([.get, .post]).response() })
         router.add(
@@ -94,7 +96,7 @@ enum AuthRoutes {
         router.add(
             .post,
             "/auth/transfer",
-            policy: RoutePolicy(rateLimit: limits.token, session: session.session),
+            policy: RoutePolicy(rateLimit: limits.transfer, session: session.session),
             .async { request, info in
                 let context = try info.requireSession()
                 let parameters = request.body.isEmpty ? [] : try formParameters(request)

@@ -1,11 +1,211 @@
+import CoreMetrics
 import Foundation
 import HTTPTypes
 import TGHTTPServer
+import TGStore
 
-/// Requests per client address and minute, as a token bucket per address (a burst of the whole
-/// minute's allowance, refilled continuously). In memory, per instance: a limit against one
-/// client hammering an endpoint, not a quota.
+/// Requests per client address and minute for one limit (`scope`: login, callback, token, …), as
+/// a token bucket per address: a burst of the whole minute's allowance, refilled continuously.
+///
+/// With a ``RateLimitStore`` the buckets live in PostgreSQL and every instance spends the same
+/// allowance (docs/scaling.md, "Rate limits"). Requests do not each take a token there: an instance
+/// takes a lease of up to ``maxLease`` tokens in one statement and spends it from memory for
+/// ``leaseLifetime``; a refusal is remembered until the bucket has refilled a token, so a client
+/// past its limit costs no statement either. One take per address is in flight at a time; the
+/// requests that arrive meanwhile wait for it. Leases only ever under-admit: tokens are debited in
+/// PostgreSQL when leased, and an instance that dies or lets a lease lapse loses them. When
+/// PostgreSQL cannot be reached the instance's own in-memory buckets decide (``LocalBuckets``),
+/// as they do without a store.
 final class RateLimiter: @unchecked Sendable {
+    // Invariant: `leases`, `takes` and `lastPrune` are only accessed with `lock` held.
+    private let lock = NSLock()
+    private var leases: [String: Lease] = [:]
+    private var takes: [String: Task<Void, Never>] = [:]
+    private var lastPrune = Date.distantPast
+
+    let scope: String
+    let perMinute: Int
+    let now: @Sendable () -> Date
+    let store: RateLimitStore?
+    /// The most tokens one take asks for: a twentieth of the allowance (at least one).
+    let maxLease: Int
+    /// How long leased tokens may be spent; what is left then is lost.
+    let leaseLifetime: TimeInterval = 1
+    /// This instance's own buckets: the whole limiter without a store, the fallback with one.
+    let local: LocalBuckets
+    private let takesGranted: Counter?
+    private let takesEmpty: Counter?
+    private let takesUnavailable: Counter?
+
+    /// `store` nil: in memory, per instance.
+    init(
+        scope: String,
+        perMinute: Int,
+        store: RateLimitStore? = nil,
+        metrics: TokenGateMetrics? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.scope = scope
+        self.perMinute = perMinute
+        self.store = store
+        self.now = now
+        maxLease = max(1, perMinute / 20)
+        local = LocalBuckets(perMinute: perMinute, now: now)
+        func counter(_ outcome: String) -> Counter? {
+            metrics.map {
+                Counter(label: "tokengate_rate_limit_takes_total", dimensions: [("scope", scope), ("outcome", outcome)], factory: $0.factory)
+            }
+        }
+        takesGranted = counter("granted")
+        takesEmpty = counter("empty")
+        takesUnavailable = counter("unavailable")
+    }
+
+    /// What a request gets without waiting.
+    enum Decision: Equatable {
+        case admitted
+        /// Refused: the seconds until the bucket has a token again.
+        case refused(retryAfter: Int)
+        /// Only a take from the shared bucket can tell: ``admit(_:)``.
+        case ask
+    }
+
+    /// The decision from memory: a leased token, a remembered refusal, or `.ask`.
+    func decide(_ client: String) -> Decision {
+        guard perMinute > 0 else { return .admitted }
+        guard store != nil else { return local.admit(client).map { .refused(retryAfter: $0) } ?? .admitted }
+        let now = now()
+        return lock.withLock { spend(client, now: now) }
+    }
+
+    /// Nil when the request may go ahead, else the seconds to wait: from memory when it can tell,
+    /// else after a take from the shared bucket (this request's, or one already in flight).
+    func admit(_ client: String) async -> Int? {
+        // A few rounds: each either decides or waits for a take that changes what memory knows.
+        for _ in 0..<8 {
+            let now = now()
+            let step: Step = lock.withLock {
+                switch spend(client, now: now) {
+                case .admitted: return .decided(nil)
+                case .refused(let wait): return .decided(wait)
+                case .ask: break
+                }
+                if let running = takes[client] { return .wait(running) }
+                let want = min(maxLease, leases[client]?.nextSize ?? 1)
+                let take = Task { await self.take(client, want: want) }
+                takes[client] = take
+                return .wait(take)
+            }
+            switch step {
+            case .decided(let wait): return wait
+            case .wait(let take): await take.value
+            }
+        }
+        // Others keep spending what the takes bring: this request takes a token for itself.
+        let now = now()
+        guard let result = await fetch(client, want: 1, now: now) else { return local.admit(client) }
+        return result.granted == 1 ? nil : wait(after: result)
+    }
+
+    /// The seconds until a bucket left with `result.remaining` has a whole token.
+    private func wait(after result: RateLimitStore.Take) -> Int {
+        max(1, Int((max(0, 1 - result.remaining) / (Double(perMinute) / 60)).rounded(.up)))
+    }
+
+    /// One statement: up to `want` tokens from the shared bucket; nil when PostgreSQL failed.
+    private func fetch(_ client: String, want: Int, now: Date) async -> RateLimitStore.Take? {
+        do {
+            let result = try await store?.take(
+                scope: scope,
+                client: client,
+                want: want,
+                capacity: Double(perMinute),
+                perSecond: Double(perMinute) / 60,
+                now: now
+            )
+            (result?.granted ?? 0 > 0 ? takesGranted : takesEmpty)?.increment()
+            return result
+        } catch {
+            takesUnavailable?.increment()
+            return nil
+        }
+    }
+
+    private enum Step {
+        case decided(Int?)
+        case wait(Task<Void, Never>)
+    }
+
+    /// Spends a leased token, or tells of a remembered refusal; `.ask` otherwise. Lock held.
+    private func spend(_ client: String, now: Date) -> Decision {
+        pruneIfDue(now)
+        guard var lease = leases[client] else { return .ask }
+        if lease.refusedUntil > now { return .refused(retryAfter: max(1, Int(lease.refusedUntil.timeIntervalSince(now).rounded(.up)))) }
+        guard lease.tokens > 0, lease.expires > now else { return .ask }
+        lease.tokens -= 1
+        leases[client] = lease
+        return .admitted
+    }
+
+    /// Up to `want` tokens from the shared bucket, into this instance's lease.
+    private func take(_ client: String, want: Int) async {
+        let started = now()
+        let result = await fetch(client, want: want, now: started)
+        lock.withLock {
+            defer { takes[client] = nil }
+            guard let result else {
+                // Decided by the local buckets until the next take: a lease of them, one by one.
+                let wait = local.admit(client)
+                leases[client] = Lease(
+                    tokens: wait == nil ? 1 : 0,
+                    expires: started.addingTimeInterval(leaseLifetime),
+                    refusedUntil: wait.map { started.addingTimeInterval(Double($0)) } ?? .distantPast,
+                    nextSize: 1
+                )
+                return
+            }
+            let previous = leases[client]
+            // A client back within the lease's lifetime gets a bigger lease next time.
+            let busy = previous.map { started.timeIntervalSince($0.expires) < leaseLifetime } ?? false
+            leases[client] = Lease(
+                tokens: result.granted,
+                expires: started.addingTimeInterval(leaseLifetime),
+                refusedUntil: result.granted > 0 ? .distantPast : started.addingTimeInterval(Double(wait(after: result))),
+                nextSize: busy ? min(maxLease, (previous?.nextSize ?? 1) * 2) : 1
+            )
+        }
+    }
+
+    /// Forgets lapsed leases and refusals once a minute, so memory stays bounded. Lock held.
+    private func pruneIfDue(_ now: Date) {
+        guard now.timeIntervalSince(lastPrune) > 60 else { return }
+        leases = leases.filter { $0.value.expires > now || $0.value.refusedUntil > now }
+        lastPrune = now
+    }
+
+    /// Tokens this instance leased for one client, and what it knows of the shared bucket.
+    private struct Lease {
+        var tokens: Int
+        var expires: Date
+        /// The shared bucket was empty: refused without a statement until then.
+        var refusedUntil: Date
+        /// How many tokens the next take asks for.
+        var nextSize: Int
+    }
+
+    /// The 429 for a refused request.
+    static func tooManyRequests(retryAfter: Int) -> Problem {
+        Problem(
+            status: .tooManyRequests,
+            code: "rate_limited",
+            detail: "Too many requests from this address; try again in \(retryAfter) s.",
+            headerFields: [.retryAfter: String(retryAfter)]
+        )
+    }
+}
+
+/// Token buckets per client address in this instance's memory.
+final class LocalBuckets: @unchecked Sendable {
     // Invariant: `buckets` and `lastPrune` are only accessed with `lock` held.
     private let lock = NSLock()
     private var buckets: [String: (tokens: Double, updated: Date)] = [:]
@@ -13,7 +213,7 @@ final class RateLimiter: @unchecked Sendable {
     let perMinute: Int
     let now: @Sendable () -> Date
 
-    init(perMinute: Int, now: @escaping @Sendable () -> Date = { Date() }) {
+    init(perMinute: Int, now: @escaping @Sendable () -> Date) {
         self.perMinute = perMinute
         self.now = now
     }
@@ -41,15 +241,5 @@ final class RateLimiter: @unchecked Sendable {
             buckets[key] = bucket
             return nil
         }
-    }
-
-    /// The 429 for a refused request.
-    static func tooManyRequests(retryAfter: Int) -> Problem {
-        Problem(
-            status: .tooManyRequests,
-            code: "rate_limited",
-            detail: "Too many requests from this address; try again in \(retryAfter) s.",
-            headerFields: [.retryAfter: String(retryAfter)]
-        )
     }
 }

@@ -60,6 +60,7 @@ struct ConfigurationValidator {
             problem("sessions.refresh_replay_grace_seconds", "must be between 0 and 300")
         }
         if c.server.loginRateLimitPerMinute < 0 { problem("server.login_rate_limit_per_minute", "must be 0 (no limit) or more") }
+        if c.server.callbackRateLimitPerMinute < 0 { problem("server.callback_rate_limit_per_minute", "must be 0 (no limit) or more") }
         if c.server.tokenRateLimitPerMinute < 0 { problem("server.token_rate_limit_per_minute", "must be 0 (no limit) or more") }
         checkDPoP(c.dpop)
         if c.server.backChannelLogoutRateLimitPerMinute < 0 {

@@ -53,12 +53,21 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var maxBodyBytes: Int
         public var requestTimeoutSeconds: Int
         public var drainTimeoutSeconds: Int
-        /// Requests per client address and minute to `/auth/login` and `/auth/token` (0: no limit).
+        /// Requests per client address and minute to `/auth/login`, `/auth/callback`, and
+        /// `/auth/token` with `/auth/transfer` (0: no limit).
         public var loginRateLimitPerMinute: Int
+        public var callbackRateLimitPerMinute: Int
         public var tokenRateLimitPerMinute: Int
         /// Requests per client address and minute to `/auth/backchannel-logout/{provider}` (0: no
         /// limit). The provider is the client: one address sends every logout of a mass sign-out.
         public var backChannelLogoutRateLimitPerMinute: Int
+        /// Where the rate limits' buckets live: `database`, shared by every instance
+        /// (docs/scaling.md), or `memory`, this instance's own.
+        public var rateLimitStore: RateLimitStoreKind
+
+        public enum RateLimitStoreKind: String, Sendable, Codable {
+            case database, memory
+        }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case host, port, threads
@@ -73,8 +82,10 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case requestTimeoutSeconds = "request_timeout_seconds"
             case drainTimeoutSeconds = "drain_timeout_seconds"
             case loginRateLimitPerMinute = "login_rate_limit_per_minute"
+            case callbackRateLimitPerMinute = "callback_rate_limit_per_minute"
             case tokenRateLimitPerMinute = "token_rate_limit_per_minute"
             case backChannelLogoutRateLimitPerMinute = "backchannel_logout_rate_limit_per_minute"
+            case rateLimitStore = "rate_limit_store"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -93,8 +104,10 @@ public struct TokenGateConfiguration: Sendable, Codable {
             requestTimeoutSeconds = try c.value(.requestTimeoutSeconds, default: 30)
             drainTimeoutSeconds = try c.value(.drainTimeoutSeconds, default: 10)
             loginRateLimitPerMinute = try c.value(.loginRateLimitPerMinute, default: 60)
+            callbackRateLimitPerMinute = try c.value(.callbackRateLimitPerMinute, default: 60)
             tokenRateLimitPerMinute = try c.value(.tokenRateLimitPerMinute, default: 120)
             backChannelLogoutRateLimitPerMinute = try c.value(.backChannelLogoutRateLimitPerMinute, default: 600)
+            rateLimitStore = try c.value(.rateLimitStore, default: .database)
         }
     }
 

@@ -86,21 +86,36 @@ public final class Application: Sendable {
             return .response(finish(Problem.methodNotAllowed(allowed).response(), request, info, .unmatched, started))
         case .found(let route, let parameters):
             info.parameters = parameters
-            // The route's policy, before its handler: the rate limit here, the session below.
-            if let limiter = route.policy.rateLimit, let wait = limiter.admit(info.clientAddress ?? "-") {
-                return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
+            // The route's policy, before its handler: the rate limit here (from memory when it
+            // can tell, else from the shared bucket below), the session below.
+            var limiter: RateLimiter?
+            if let rateLimit = route.policy.rateLimit {
+                switch rateLimit.decide(info.clientAddress ?? "-") {
+                case .admitted: break
+                case .refused(let wait): return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
+                case .ask: limiter = rateLimit
+                }
             }
             switch route.handler {
             case .sync(let handler):
+                if let limiter, let wait = limiter.local.admit(info.clientAddress ?? "-") {
+                    return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
+                }
                 return .response(finish(handler(request, info), request, info, route.name, started))
             case .loop(let handler):
+                if let limiter, let wait = limiter.local.admit(info.clientAddress ?? "-") {
+                    return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
+                }
                 let call = LoopCall(app: self, handler: handler, request: request, info: info, route: route.name, started: started)
                 return .deferred { [call] responder in call.start(responder) }
             case .async(let handler):
                 let session = route.policy.session
-                return .async { [info] request in
+                return .async { [info, limiter] request in
                     var info = info
                     let response: ServerResponse
+                    if let limiter, let wait = await limiter.admit(info.clientAddress ?? "-") {
+                        return self.finish(route.policy.refused(retryAfter: wait), request, info, route.name, started)
+                    }
                     do {
                         if let session { info.session = try await session(request) }
                         response = try await handler(request, info)
