@@ -114,7 +114,7 @@ bench_configuration() {
     local secret=${bench_secret:-$(openssl rand -base64 32)}
     shift 5
     cat >"$file" <<YAML
-server: { host: 127.0.0.1, port: $port, login_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0${options:+, $options} }
+server: { host: 127.0.0.1, port: $port, login_rate_limit_per_minute: 0, callback_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0${options:+, $options} }
 database: { url: "$database_url", pool_size: ${bench_pool_size:-4} }
 log: { ${bench_log:-level: warning, access_log: false} }
 encryption: { current_key_id: k1, keys: [{ id: k1, secret: "$secret" }] }

@@ -175,6 +175,22 @@ import Testing
         #expect(Set(problems(wrong).map(\.key)) == ["sessions.transfer_codes_per_device", "sessions.transfer_code_ttl_seconds"])
     }
 
+    @Test func rateLimitsAreSharedThroughTheDatabaseByDefaultAndNegativeOnesAreRefused() throws {
+        let database = "database: { url: \"postgresql://127.0.0.1/x\" }\n"
+        let defaults = try ConfigurationLoader.load(path: try write(database, extension: "yaml"), environment: [:])
+        #expect(defaults.server.rateLimitStore == .database && defaults.server.callbackRateLimitPerMinute == 60)
+        let local = try ConfigurationLoader.load(
+            path: try write(database + "server: { rate_limit_store: memory }", extension: "yaml"),
+            environment: ["TOKENGATE_SERVER_CALLBACK_RATE_LIMIT_PER_MINUTE": "30"]
+        )
+        #expect(local.server.rateLimitStore == .memory && local.server.callbackRateLimitPerMinute == 30)
+        let wrong = try write(database + "server: { callback_rate_limit_per_minute: -1 }", extension: "yaml")
+        #expect(problems(wrong).map(\.key) == ["server.callback_rate_limit_per_minute"])
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(path: try write(database + "server: { rate_limit_store: redis }", extension: "yaml"), environment: [:])
+        }
+    }
+
     @Test func allowsPlainHTTPOnlyForLoopbackHosts() throws {
         let config = { (issuer: String) in
             """

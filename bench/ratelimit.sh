@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# What the shared rate limits (docs/scaling.md, "Rate limits") cost a request: POST /auth/token
+# answered 400 before any other database work, the cheapest rate-limited request there is, so the
+# limiter's share is as large as it gets. In one run, alternating per round:
+#   nginx      `return 400` with a JSON body: the reference for a request that does nothing
+#   unlimited  TokenGate with token_rate_limit_per_minute: 0 (no limiter)
+#   memory     TokenGate with the limit in its own memory (rate_limit_store: memory)
+#   shared     TokenGate with the limit in PostgreSQL (the default), from one client address:
+#              leases, so a statement every 30 requests at most
+#   shared-new TokenGate with the limit in PostgreSQL, every request from an address never seen:
+#              the worst case, one statement per request
+#   shared-1k  the same from 1 000 addresses in turn
+# The shared instances' limit is 600 000 a minute so nothing is refused (refusals come from
+# memory: cheaper still). Client addresses are X-Forwarded-For values from the loopback peer,
+# a trusted proxy here; nothing leaves loopback.
+#
+#   bench/ratelimit.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS]
+#
+# Prints medians of req/s, p99 and CPU per request (TokenGate's, and PostgreSQL's), the ratios to
+# the unlimited path and to nginx, and the statements the limiter ran per request.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+duration=${1:-10}
+connections=${2:-64}
+rounds=${3:-3}
+EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
+release_build tokengate
+
+work=$(mktemp -d /tmp/tokengate-bench-ratelimit.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() { stop_bench "$work" 25542; }
+trap cleanup EXIT
+NGINX_PORT=18380 UPSTREAM_PORT=18381 MOCK_PORT=18391
+UNLIMITED_PORT=18392 MEMORY_PORT=18393 SHARED_PORT=18394
+
+database_url=$(bench_database "$work" 25542)
+reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT \
+    "location / { default_type application/json; return 400 '{\"error\":\"invalid_request\",\"error_description\":\"grant_type is required.\"}'; }"
+start_provider "$work" $MOCK_PORT
+bench_secret=$(openssl rand -base64 32)
+declare -A tg_pids
+for variant in unlimited memory shared; do
+    port_var="${variant^^}_PORT"
+    port=${!port_var}
+    case $variant in
+        unlimited) options="trusted_proxies: [127.0.0.1/32]" ;;
+        memory) options="trusted_proxies: [127.0.0.1/32], token_rate_limit_per_minute: 600000, rate_limit_store: memory" ;;
+        shared) options="trusted_proxies: [127.0.0.1/32], token_rate_limit_per_minute: 600000" ;;
+    esac
+    mkdir -p "$work/$variant"
+    bench_configuration "$work/$variant/tokengate.yaml" "$port" "$database_url" $MOCK_PORT "$options"
+    # bench_configuration sets the token limit to 0; a variant with its own drops that key.
+    if [ "$variant" != unlimited ]; then sed -i 's/token_rate_limit_per_minute: 0, //' "$work/$variant/tokengate.yaml"; fi
+    start_tokengate "$work/$variant" "$port"
+    tg_pids[$variant]=$tg_pid
+done
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$SHARED_PORT/auth/token")
+[ "$code" = 400 ] || { echo "bench: /auth/token answered $code" >&2; exit 1; }
+
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# PostgreSQL's CPU: every process of the cluster (the server and its backends).
+pg_cpu() {
+    local total=0 pid
+    for pid in $(pgrep -f "postgres.*$work/pg" || true) $(pgrep -P "$(head -1 "$work/pg/data/postmaster.pid")" || true); do
+        total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+    done
+    echo $total
+}
+ticks=$(getconf CLK_TCK)
+takes() { curl -s "http://127.0.0.1:$SHARED_PORT/metrics" | awk '/^tokengate_rate_limit_takes_total/ { n += $2 } END { print n + 0 }'; }
+# measured PID PORT MODE: "req/s p99_ms tg_cpu_us pg_cpu_us statements_per_request" of one wrk run.
+measured() {
+    local pid=$1 port=$2 mode=$3 before after pg_before pg_after takes_before takes_after rps p50 p99 err
+    before=$(cpu "$pid") pg_before=$(pg_cpu) takes_before=$(takes)
+    read -r rps p50 p99 err <<<"$(wrk_run "http://127.0.0.1:$port/auth/token" -s bench/ratelimit.lua -- "$mode")"
+    after=$(cpu "$pid") pg_after=$(pg_cpu) takes_after=$(takes)
+    awk -v r="$rps" -v p="$(ms "$p99")" -v b="$before" -v a="$after" -v pb="$pg_before" -v pa="$pg_after" \
+        -v tb="$takes_before" -v ta="$takes_after" -v t="$ticks" -v d="$duration" -v port="$port" -v sp="$SHARED_PORT" \
+        'BEGIN { n = r * d; printf "%s %s %.2f %.2f %s\n", r, p, (a - b) / t * 1e6 / n, (pa - pb) / t * 1e6 / n, (port == sp) ? sprintf("%.4f", (ta - tb) / n) : "-" }'
+}
+
+variants=(unlimited memory shared shared-new shared-1k)
+for v in nginx "${variants[@]}"; do : >"$work/$v.txt"; done
+for _ in $(seq "$rounds"); do
+    read -r n_rps _ n_p99 _ <<<"$(wrk_run "http://127.0.0.1:$NGINX_PORT/auth/token" -s bench/ratelimit.lua -- one)"
+    echo "$n_rps $(ms "$n_p99")" >>"$work/nginx.txt"
+    measured "${tg_pids[unlimited]}" $UNLIMITED_PORT distinct >>"$work/unlimited.txt"
+    measured "${tg_pids[memory]}" $MEMORY_PORT one >>"$work/memory.txt"
+    measured "${tg_pids[shared]}" $SHARED_PORT one >>"$work/shared.txt"
+    measured "${tg_pids[shared]}" $SHARED_PORT distinct >>"$work/shared-new.txt"
+    measured "${tg_pids[shared]}" $SHARED_PORT 1000 >>"$work/shared-1k.txt"
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+n_rps=$(col "$work/nginx.txt" 1)
+u_rps=$(col "$work/unlimited.txt" 1)
+echo "Medians of $rounds rounds of ${duration}s, wrk -t2 -c$connections, POST /auth/token answered 400 ($(nproc) cores)."
+printf '%-11s %9s %8s %11s %11s %10s %8s %8s  %s\n' target req/s p99_ms tg_cpu_us pg_cpu_us stmts/req x_unlim x_nginx spread_req/s
+printf '%-11s %9.0f %8.3f %11s %11s %10s %8s %8s  %s\n' nginx "$n_rps" "$(col "$work/nginx.txt" 2)" - - - - 1.00 "$(awk '{print $1}' "$work/nginx.txt" | spread)"
+for v in "${variants[@]}"; do
+    f="$work/$v.txt"
+    printf '%-11s %9.0f %8.3f %11.2f %11.2f %10s %8s %8s  %s\n' "$v" "$(col "$f" 1)" "$(col "$f" 2)" "$(col "$f" 3)" "$(col "$f" 4)" \
+        "$(awk '{print $5}' "$f" | head -1 | grep -q -- - && echo - || col "$f" 5)" "$(ratio "$(col "$f" 1)" "$u_rps")" "$(ratio "$(col "$f" 1)" "$n_rps")" \
+        "$(awk '{print $1}' "$f" | spread)"
+done
