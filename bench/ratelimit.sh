@@ -6,9 +6,10 @@
 #   unlimited  TokenGate with token_rate_limit_per_minute: 0 (no limiter)
 #   memory     TokenGate with the limit in its own memory (rate_limit_store: memory)
 #   shared     TokenGate with the limit in PostgreSQL (the default), from one client address:
-#              leases, so a statement every 30 requests at most
+#              leases, so a take every 30 requests at most
 #   shared-new TokenGate with the limit in PostgreSQL, every request from an address never seen:
-#              the worst case, one statement per request
+#              the worst case, a take per request (the takes of concurrent requests share a
+#              statement)
 #   shared-1k  the same from 1 000 addresses in turn
 # The shared instances' limit is 600 000 a minute so nothing is refused (refusals come from
 # memory: cheaper still). Client addresses are X-Forwarded-For values from the loopback peer,
@@ -16,8 +17,8 @@
 #
 #   bench/ratelimit.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS]
 #
-# Prints medians of req/s, p99 and CPU per request (TokenGate's, and PostgreSQL's), the ratios to
-# the unlimited path and to nginx, and the statements the limiter ran per request.
+# Prints medians of req/s, p99 and CPU per request (TokenGate's, and PostgreSQL's), the takes and
+# the statements the limiter ran per request, and the ratios to the unlimited path and to nginx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -60,25 +61,30 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$SHARED_
 [ "$code" = 400 ] || { echo "bench: /auth/token answered $code" >&2; exit 1; }
 
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# PostgreSQL's CPU: every process of the cluster (the server and its backends).
+# PostgreSQL's CPU: the postmaster's, its live backends' and what its exited children used.
 pg_cpu() {
-    local total=0 pid
-    for pid in $(pgrep -f "postgres.*$work/pg" || true) $(pgrep -P "$(head -1 "$work/pg/data/postmaster.pid")" || true); do
+    local postmaster total pid
+    postmaster=$(head -1 "$work/pg/postmaster.pid")
+    total=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$postmaster/stat")
+    for pid in $(pgrep -P "$postmaster"); do
         total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
     done
-    echo $total
+    echo "$total"
 }
 ticks=$(getconf CLK_TCK)
-takes() { curl -s "http://127.0.0.1:$SHARED_PORT/metrics" | awk '/^tokengate_rate_limit_takes_total/ { n += $2 } END { print n + 0 }'; }
-# measured PID PORT MODE: "req/s p99_ms tg_cpu_us pg_cpu_us statements_per_request" of one wrk run.
+# takes NAME: the shared instance's tokengate_rate_limit_NAME_total (takes, or statements).
+takes() { curl -s "http://127.0.0.1:$SHARED_PORT/metrics" | awk -v m="tokengate_rate_limit_$1_total" 'index($0, m) == 1 { n += $2 } END { print n + 0 }'; }
+# measured PID PORT MODE: "req/s p99_ms tg_cpu_us pg_cpu_us takes_per_request statements_per_request"
+# of one wrk run.
 measured() {
-    local pid=$1 port=$2 mode=$3 before after pg_before pg_after takes_before takes_after rps p50 p99 err
-    before=$(cpu "$pid") pg_before=$(pg_cpu) takes_before=$(takes)
+    local pid=$1 port=$2 mode=$3 before after pg_before pg_after tb ta sb sa rps p50 p99 err
+    before=$(cpu "$pid") pg_before=$(pg_cpu) tb=$(takes takes) sb=$(takes statements)
     read -r rps p50 p99 err <<<"$(wrk_run "http://127.0.0.1:$port/auth/token" -s bench/ratelimit.lua -- "$mode")"
-    after=$(cpu "$pid") pg_after=$(pg_cpu) takes_after=$(takes)
+    after=$(cpu "$pid") pg_after=$(pg_cpu) ta=$(takes takes) sa=$(takes statements)
     awk -v r="$rps" -v p="$(ms "$p99")" -v b="$before" -v a="$after" -v pb="$pg_before" -v pa="$pg_after" \
-        -v tb="$takes_before" -v ta="$takes_after" -v t="$ticks" -v d="$duration" -v port="$port" -v sp="$SHARED_PORT" \
-        'BEGIN { n = r * d; printf "%s %s %.2f %.2f %s\n", r, p, (a - b) / t * 1e6 / n, (pa - pb) / t * 1e6 / n, (port == sp) ? sprintf("%.4f", (ta - tb) / n) : "-" }'
+        -v tb="$tb" -v ta="$ta" -v sb="$sb" -v sa="$sa" -v t="$ticks" -v d="$duration" -v shared="$([ "$port" = $SHARED_PORT ] && echo 1 || echo 0)" \
+        'BEGIN { n = r * d; printf "%s %s %.2f %.2f %s %s\n", r, p, (a - b) / t * 1e6 / n, (pa - pb) / t * 1e6 / n,
+                 shared ? sprintf("%.4f", (ta - tb) / n) : "-", shared ? sprintf("%.4f", (sa - sb) / n) : "-" }'
 }
 
 variants=(unlimited memory shared shared-new shared-1k)
@@ -96,11 +102,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 n_rps=$(col "$work/nginx.txt" 1)
 u_rps=$(col "$work/unlimited.txt" 1)
 echo "Medians of $rounds rounds of ${duration}s, wrk -t2 -c$connections, POST /auth/token answered 400 ($(nproc) cores)."
-printf '%-11s %9s %8s %11s %11s %10s %8s %8s  %s\n' target req/s p99_ms tg_cpu_us pg_cpu_us stmts/req x_unlim x_nginx spread_req/s
-printf '%-11s %9.0f %8.3f %11s %11s %10s %8s %8s  %s\n' nginx "$n_rps" "$(col "$work/nginx.txt" 2)" - - - - 1.00 "$(awk '{print $1}' "$work/nginx.txt" | spread)"
+printf '%-11s %9s %8s %10s %10s %10s %10s %8s %8s  %s\n' target req/s p99_ms tg_cpu_us pg_cpu_us takes/req stmts/req x_unlim x_nginx spread_req/s
+printf '%-11s %9.0f %8.3f %10s %10s %10s %10s %8s %8s  %s\n' nginx "$n_rps" "$(col "$work/nginx.txt" 2)" - - - - - 1.00 "$(awk '{print $1}' "$work/nginx.txt" | spread)"
 for v in "${variants[@]}"; do
     f="$work/$v.txt"
-    printf '%-11s %9.0f %8.3f %11.2f %11.2f %10s %8s %8s  %s\n' "$v" "$(col "$f" 1)" "$(col "$f" 2)" "$(col "$f" 3)" "$(col "$f" 4)" \
-        "$(awk '{print $5}' "$f" | head -1 | grep -q -- - && echo - || col "$f" 5)" "$(ratio "$(col "$f" 1)" "$u_rps")" "$(ratio "$(col "$f" 1)" "$n_rps")" \
-        "$(awk '{print $1}' "$f" | spread)"
+    per() { if [ "$(awk -v c="$1" 'NR == 1 { print $c }' "$f")" = - ]; then echo -; else col "$f" "$1"; fi; }
+    printf '%-11s %9.0f %8.3f %10.2f %10.2f %10s %10s %8s %8s  %s\n' "$v" "$(col "$f" 1)" "$(col "$f" 2)" "$(col "$f" 3)" "$(col "$f" 4)" \
+        "$(per 5)" "$(per 6)" "$(ratio "$(col "$f" 1)" "$u_rps")" "$(ratio "$(col "$f" 1)" "$n_rps")" "$(awk '{print $1}' "$f" | spread)"
 done

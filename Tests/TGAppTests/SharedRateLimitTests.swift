@@ -101,6 +101,31 @@ import Testing
         #expect(Self.takes(metrics, scope: "login", outcome: "unavailable") >= 1)
     }
 
+    @Test func takesThatArriveWhileAStatementRunsGoTogetherInTheNextAndAClientAtMostOnceAStatement() async throws {
+        let first = TestGate()
+        let statements = Mutex<[[String: Int]]>([])
+        let batcher = RateLimitBatcher { wants in
+            let number = statements.withLock { sent in
+                sent.append(wants)
+                return sent.count
+            }
+            if number == 1 { await first.wait() }
+            return wants.mapValues { RateLimitStore.Take(granted: $0, remaining: 0) }
+        }
+        let alone = Task { await batcher.take("a", want: 1) }
+        while statements.withLock({ $0.count }) == 0 { await Task.yield() }
+        // While the first statement runs: 20 clients, and "b" twice.
+        let others = (0..<20).map { index in Task { await batcher.take("c\(index)", want: 2) } }
+        let twice = [Task { await batcher.take("b", want: 1) }, Task { await batcher.take("b", want: 3) }]
+        while batcher.waiting < 22 { await Task.yield() }
+        first.open()
+        #expect(await alone.value == RateLimitStore.Take(granted: 1, remaining: 0))
+        for other in others { #expect(await other.value?.granted == 2) }
+        #expect(Set([await twice[0].value?.granted, await twice[1].value?.granted]) == [1, 3])
+        let sent = statements.withLock { $0 }
+        #expect(sent.count == 3 && sent[0] == ["a": 1] && sent[1].count == 21 && sent[2].count == 1)
+    }
+
     /// The limiter as `Application` drives it: memory first, the shared bucket when it cannot tell.
     static func admit(_ limiter: RateLimiter, _ client: String) async -> Int? {
         switch limiter.decide(client) {

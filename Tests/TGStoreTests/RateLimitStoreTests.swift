@@ -62,6 +62,41 @@ import Testing
         }
     }
 
+    @Test func oneStatementTakesForManyClientsAndOverlappingBatchesNeitherDeadlockNorOverGrant() async throws {
+        try await StoreFixture.run { f in
+            let buckets = f.store.rateLimits
+            let one = try await buckets.take(
+                scope: "login",
+                wants: ["a": 1, "b": 3, "c": 50],
+                capacity: 10,
+                perSecond: 0,
+                now: f.now
+            )
+            #expect(one == ["a": .init(granted: 1, remaining: 9), "b": .init(granted: 3, remaining: 7), "c": .init(granted: 10, remaining: 0)])
+            // 12 statements at once, each for the same 40 clients (listed in different orders):
+            // rows are locked in one order, so none deadlocks, and each bucket gives out 10.
+            let clients = (0..<40).map { "client-\($0)" }
+            let granted = try await withThrowingTaskGroup(of: [String: RateLimitStore.Take].self) { group in
+                for index in 0..<12 {
+                    let order = index % 2 == 0 ? clients : clients.reversed()
+                    group.addTask {
+                        try await buckets.take(
+                            scope: "token",
+                            wants: Dictionary(uniqueKeysWithValues: order.map { ($0, 2) }),
+                            capacity: 10,
+                            perSecond: 0,
+                            now: f.now
+                        )
+                    }
+                }
+                var total: [String: Int] = [:]
+                for try await takes in group { for (client, take) in takes { total[client, default: 0] += take.granted } }
+                return total
+            }
+            #expect(granted.count == 40 && granted.values.allSatisfy { $0 == 10 })
+        }
+    }
+
     @Test func bucketsUntouchedSinceTheCutOffAreRemoved() async throws {
         try await StoreFixture.run { f in
             let buckets = f.store.rateLimits
@@ -70,5 +105,12 @@ import Testing
             #expect(try await buckets.deleteIdle(before: f.now.addingTimeInterval(10), limit: 10) == 1)
             #expect(try await f.count("rate_limit_buckets") == 1)
         }
+    }
+}
+
+extension RateLimitStore {
+    /// One client's take.
+    func take(scope: String, client: String, want: Int, capacity: Double, perSecond: Double, now: Date) async throws -> Take {
+        try #require(try await take(scope: scope, wants: [client: want], capacity: capacity, perSecond: perSecond, now: now)[client])
     }
 }

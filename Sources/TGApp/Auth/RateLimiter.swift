@@ -27,6 +27,8 @@ final class RateLimiter: @unchecked Sendable {
     let perMinute: Int
     let now: @Sendable () -> Date
     let store: RateLimitStore?
+    /// The statements that take from `store`, for many addresses at once.
+    private let batcher: RateLimitBatcher?
     /// The most tokens one take asks for: a twentieth of the allowance (at least one).
     let maxLease: Int
     /// How long leased tokens may be spent; what is left then is lost.
@@ -50,6 +52,14 @@ final class RateLimiter: @unchecked Sendable {
         self.store = store
         self.now = now
         maxLease = max(1, perMinute / 20)
+        let statements = metrics.map { Counter(label: "tokengate_rate_limit_statements_total", dimensions: [("scope", scope)], factory: $0.factory) }
+        batcher = store.map { store in
+            RateLimitBatcher { wants in
+                statements?.increment()
+                let capacity = Double(perMinute)
+                return try? await store.take(scope: scope, wants: wants, capacity: capacity, perSecond: capacity / 60, now: now())
+            }
+        }
         local = LocalBuckets(perMinute: perMinute, now: now)
         func counter(_ outcome: String) -> Counter? {
             metrics.map {
@@ -102,33 +112,13 @@ final class RateLimiter: @unchecked Sendable {
             }
         }
         // Others keep spending what the takes bring: this request takes a token for itself.
-        let now = now()
-        guard let result = await fetch(client, want: 1, now: now) else { return local.admit(client) }
+        guard let result = await fetch(client, want: 1) else { return local.admit(client) }
         return result.granted == 1 ? nil : wait(after: result)
     }
 
     /// The seconds until a bucket left with `result.remaining` has a whole token.
     private func wait(after result: RateLimitStore.Take) -> Int {
         max(1, Int((max(0, 1 - result.remaining) / (Double(perMinute) / 60)).rounded(.up)))
-    }
-
-    /// One statement: up to `want` tokens from the shared bucket; nil when PostgreSQL failed.
-    private func fetch(_ client: String, want: Int, now: Date) async -> RateLimitStore.Take? {
-        do {
-            let result = try await store?.take(
-                scope: scope,
-                client: client,
-                want: want,
-                capacity: Double(perMinute),
-                perSecond: Double(perMinute) / 60,
-                now: now
-            )
-            (result?.granted ?? 0 > 0 ? takesGranted : takesEmpty)?.increment()
-            return result
-        } catch {
-            takesUnavailable?.increment()
-            return nil
-        }
     }
 
     private enum Step {
@@ -147,10 +137,22 @@ final class RateLimiter: @unchecked Sendable {
         return .admitted
     }
 
+    /// Up to `want` tokens from the shared bucket, in the batcher's next statement; nil when
+    /// PostgreSQL failed.
+    private func fetch(_ client: String, want: Int) async -> RateLimitStore.Take? {
+        let result = await batcher?.take(client, want: want)
+        if let result {
+            (result.granted > 0 ? takesGranted : takesEmpty)?.increment()
+        } else {
+            takesUnavailable?.increment()
+        }
+        return result
+    }
+
     /// Up to `want` tokens from the shared bucket, into this instance's lease.
     private func take(_ client: String, want: Int) async {
         let started = now()
-        let result = await fetch(client, want: want, now: started)
+        let result = await fetch(client, want: want)
         lock.withLock {
             defer { takes[client] = nil }
             guard let result else {
