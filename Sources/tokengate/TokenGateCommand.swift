@@ -50,6 +50,9 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let configuration = try options.load()
         let logger = TokenGateApp.makeLogger(configuration)
+        for warning in ConfigurationLoader.warnings(configuration) {
+            logger.warning("configuration", metadata: ["key": .string(warning.key), "detail": .string(warning.message)])
+        }
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
         // A client gone mid-answer must not kill the process.
@@ -107,7 +110,10 @@ struct CheckConfig: ParsableCommand {
     func run() throws {
         let configuration = try options.load()
         print(ConfigurationLoader.renderRedacted(configuration))
-        // What to register at each provider, on stderr: standard output stays the JSON.
+        // Warnings and what to register at each provider, on stderr: standard output stays the JSON.
+        for warning in ConfigurationLoader.warnings(configuration) {
+            FileHandle.standardError.write(Data("warning: \(warning.key): \(warning.message)\n".utf8))
+        }
         FileHandle.standardError.write(Data(configuration.providerRegistrations.utf8))
     }
 }
