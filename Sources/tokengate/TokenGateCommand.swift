@@ -42,7 +42,7 @@ struct ConfigOption: ParsableArguments {
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve HTTP until SIGTERM or SIGINT, then drain in-flight requests."
+        abstract: "Serve HTTP (the public port and the admin listener) until SIGTERM or SIGINT, then drain in-flight requests."
     )
 
     @OptionGroup var options: ConfigOption
@@ -66,6 +66,9 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode(1)
         } catch let error as PostgresError {
             logger.critical("database unreachable", metadata: ["error": .string(error.description)])
+            throw ExitCode(1)
+        } catch let error as Gateway.ListenerUnavailable {
+            logger.critical("cannot listen", metadata: ["problem": .string(error.description)])
             throw ExitCode(1)
         }
         try await gateway.run()
