@@ -28,6 +28,8 @@ pids=()
 cleanup() { stop_bench "$work" 25532; }
 trap cleanup EXIT
 NGINX_PORT=18280 UPSTREAM_PORT=18281 TG_PORT=18290 MOCK_PORT=18291
+# The admin listener, for /metrics at the end.
+export TOKENGATE_ADMIN_PORT=18292
 
 database_url=$(bench_database "$work" 25532)
 reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { proxy_pass http://backend; $PROXY_TO_BACKEND }"
@@ -93,8 +95,9 @@ n_rps=$(col "$work/n" 1) n_p99=$(col "$work/n" 2)
 b_rps=$(col "$work/b" 1) b_p99=$(col "$work/b" 2) b_cpu=$(col "$work/b" 3)
 d_rps=$(col "$work/d" 1) d_p99=$(col "$work/d" 2) d_cpu=$(col "$work/d" 3)
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
-loop_calls=$(curl -s "$base/metrics" | awk '/^tokengate_proxy_calls_total\{path="loop"\}/ {print $2}')
-task_calls=$(curl -s "$base/metrics" | awk '/^tokengate_proxy_calls_total\{path="task"\}/ {print $2}')
+metrics="http://127.0.0.1:$TOKENGATE_ADMIN_PORT/metrics"
+loop_calls=$(curl -s "$metrics" | awk '/^tokengate_proxy_calls_total\{path="loop"\}/ {print $2}')
+task_calls=$(curl -s "$metrics" | awk '/^tokengate_proxy_calls_total\{path="task"\}/ {print $2}')
 echo "Medians of $rounds rounds of ${duration}s, wrk -t2 -c$connections, GET /api/bench/hello (cached), nginx worker_processes auto ($(nproc) cores)."
 printf '%-12s %10s %8s %10s %8s %7s  %s\n' target req/s p99_ms cpu_us/req rps_x p99_x errors
 printf '%-12s %10.0f %8.3f %10s %8s %7s  %s\n' nginx "$n_rps" "$n_p99" - 1.00 1.00 -

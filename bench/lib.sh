@@ -80,6 +80,12 @@ NGINX
 # The start-up the scripts that run a real `tokengate serve` share. They use $bindir and append
 # the processes they start to the caller's `pids` array (which its cleanup kills).
 
+# The admin listener (/metrics, the readiness detail) of every TokenGate a script starts binds any
+# free port unless the script exported one (bench/dpop.sh reads /metrics): two instances on one
+# machine (bench/ab.sh) never want the same port. An environment override, not a configuration
+# key, so that a binary older than the admin listener (bench/ab.sh) ignores it.
+export TOKENGATE_ADMIN_PORT=${TOKENGATE_ADMIN_PORT:-0}
+
 # wait_for URL: until URL answers 2xx, for up to 10 s; else the script stops.
 wait_for() {
     for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # `make dev`: TokenGate with everything it needs, on loopback, until Ctrl-C.
 #
-#   scripts/dev.sh            (ports: TOKENGATE_DEV_PORT 8080, MOCK 8081, API 8082, PG 54329)
+#   scripts/dev.sh            (ports: TOKENGATE_DEV_PORT 8080, TOKENGATE_DEV_ADMIN_PORT 9090, MOCK 8081,
+#                              API 8082, PG 54329)
 #
 # Starts a throwaway PostgreSQL under .data/ (kept between runs), migrates it, starts the
 # development OpenID provider (oidc-provider-mock from PyPI, the one the tests use, with a route
 # that signs back-channel logout tokens: scripts/dev_provider.py) and a small
 # Graph-shaped API (scripts/dev_api.py), writes .data/tokengate.yaml pointing TokenGate at them,
-# runs TokenGate, and prints the curl commands of scripts/walkthrough.sh. Ctrl-C stops it all.
+# runs TokenGate (its admin listener, /metrics and the readiness detail, on its own port), and prints
+# the curl commands of scripts/walkthrough.sh. Ctrl-C stops it all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${DATA:-$(pwd)/.data}
 tg_port=${TOKENGATE_DEV_PORT:-8080}
+admin_port=${TOKENGATE_DEV_ADMIN_PORT:-9090}
 mock_port=${MOCK_PORT:-8081}
 api_port=${API_PORT:-8082}
 pg_port=${DEV_PG_PORT:-54329}
@@ -46,6 +49,7 @@ pids+=($!)
 cat >"$data/tokengate.yaml" <<YAML
 # Written by scripts/dev.sh for \`make dev\`; every run rewrites it.
 server: { host: 127.0.0.1, port: $tg_port, public_base_url: "http://127.0.0.1:$tg_port" }
+admin: { host: 127.0.0.1, port: $admin_port }
 database: { url: "$url" }
 log: { level: info, access_log: true }
 encryption: { current_key_id: dev, keys: [{ id: dev, secret: "$(cat "$data/dev-key")" }] }
@@ -61,12 +65,15 @@ YAML
 "$binary" serve --config "$data/tokengate.yaml" &
 pids+=($!)
 wait_for "http://127.0.0.1:$tg_port/readyz"
+wait_for "http://127.0.0.1:$admin_port/readyz"
 
 cat <<TEXT
 
 TokenGate is running on http://127.0.0.1:$tg_port
   development provider  http://127.0.0.1:$mock_port (log in as anyone: its form posts sub=<user>)
   sample API            http://127.0.0.1:$api_port, proxied at /api/graph/…
+  admin listener        http://127.0.0.1:$admin_port: /metrics, /readyz naming each check
+                        (curl http://127.0.0.1:$admin_port/metrics; the public port has neither)
   configuration         $data/tokengate.yaml
 
 Walk the whole flow in another terminal (or run it: bash scripts/walkthrough.sh):

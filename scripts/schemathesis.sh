@@ -96,6 +96,9 @@ server:
   callback_rate_limit_per_minute: 0
   token_rate_limit_per_minute: 0
   drain_timeout_seconds: 2
+# The admin listener (/metrics, the readiness detail) is not in openapi.yaml: any free port.
+admin:
+  port: 0
 log:
   level: info
 encryption:

@@ -9,11 +9,12 @@
 #
 # Runs a release build under valgrind's callgrind from start to SIGTERM against a throwaway
 # PostgreSQL, oidc-provider-mock and an nginx upstream (bench/lib.sh): a login, cached proxied calls
-# and /healthz under wrk, a call with a refused token, /metrics, /openapi.yaml. Functions that serve
-# requests come first (those of the proxied call before the rest, by instructions), then those of
-# start-up and login, then those of shutdown. A function the file does not name (new or renamed
-# code) still links, after the ordered ones; `bench/proxy.sh` prints how many names the binary still
-# has, and a stale file only costs memory, never correctness. Run it again when that count drops.
+# and /healthz under wrk, a call with a refused token, /openapi.yaml, and /metrics and /readyz on
+# the admin listener. Functions that serve requests come first (those of the proxied call before
+# the rest, by instructions), then those of start-up and login, then those of shutdown. A function
+# the file does not name (new or renamed code) still links, after the ordered ones; `bench/proxy.sh`
+# prints how many names the binary still has, and a stale file only costs memory, never
+# correctness. Run it again when that count drops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -25,6 +26,7 @@ chmod 755 "$work"
 pids=()
 trap 'stop_bench "$work" 25832' EXIT
 NGINX_PORT=18580 UPSTREAM_PORT=18581 TG_PORT=18590 MOCK_PORT=18591
+export TOKENGATE_ADMIN_PORT=18592
 
 bench_api_stack "$work" 25832
 callgrind_binary "$work"
@@ -40,7 +42,8 @@ callgrind_control --dump=start "$tg_pid" >/dev/null 2>&1
 wrk -t1 -c8 -d3s -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/bench/hello" >/dev/null
 callgrind_control --dump=proxy "$tg_pid" >/dev/null 2>&1
 wrk -t1 -c8 -d2s "http://127.0.0.1:$TG_PORT/healthz" >/dev/null
-for path in /metrics /openapi.yaml /api/bench/hello; do curl -s -o /dev/null "http://127.0.0.1:$TG_PORT$path"; done
+for path in /openapi.yaml /api/bench/hello; do curl -s -o /dev/null "http://127.0.0.1:$TG_PORT$path"; done
+for path in /metrics /readyz; do curl -s -o /dev/null "http://127.0.0.1:$TOKENGATE_ADMIN_PORT$path"; done
 curl -s -o /dev/null -H "Authorization: Bearer not-a-token" "http://127.0.0.1:$TG_PORT/api/bench/hello"
 callgrind_control --dump=serve "$tg_pid" >/dev/null 2>&1
 kill -TERM "$tg_pid"

@@ -15,11 +15,13 @@ import Glibc
 #endif
 
 /// One running TokenGate, started and stopped in one place for `serve` and for the test harness
-/// alike: the schema check, the assembly (key ring, providers, routes, event loops, server), then
-/// its parts as one swift-service-lifecycle group — the HTTP server, the sweeper (which also
-/// drains the revocation queue), the cache-invalidation follower and, for `serve`, the signal
-/// handler. A graceful shutdown (SIGTERM, SIGINT, or ``shutdown()``) stops them in reverse order:
-/// the server drains first, then the workers stop.
+/// alike: the schema check, the assembly (key ring, providers, routes, event loops, the public
+/// server and the admin listener), then its parts as one swift-service-lifecycle group — the
+/// public HTTP server, the admin listener, the dependency monitor, the sweeper (which also drains
+/// the revocation queue), the cache-invalidation follower and, for `serve`, the signal handler. A
+/// graceful shutdown (SIGTERM, SIGINT, or ``shutdown()``) stops them in reverse order: the public
+/// server drains first, then the admin listener stops (metrics and the readiness detail stay
+/// readable during the drain), then the workers.
 public struct Gateway: Sendable {
     public let assembly: TokenGateApp.Assembly
     private let group: ServiceGroup
@@ -37,8 +39,26 @@ public struct Gateway: Sendable {
         }
     }
 
-    /// Checks the schema, assembles everything and binds the listening socket (so a port in use
-    /// fails here, before anything runs). Nothing is served until ``run()``.
+    /// A listener could not bind its address: the port is in use, the address is not this host's,
+    /// or binding it needs privileges.
+    public struct ListenerUnavailable: Error, CustomStringConvertible {
+        /// `server` (the public port) or `admin` (the admin listener): the configuration section.
+        public let section: String
+        public let host: String
+        public let port: Int
+        /// Why, as the system said it (`Address already in use`).
+        public let reason: String
+
+        public var description: String {
+            let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+            let what = section == "admin" ? "the admin listener" : "the public port"
+            return "cannot listen on \(address) for \(what) (\(section).host, \(section).port): \(reason)"
+        }
+    }
+
+    /// Checks the schema, assembles everything and binds both listening sockets, the public one
+    /// then the admin one (so a port in use fails here, before anything runs, with
+    /// ``ListenerUnavailable``). Nothing is served until ``run()``.
     /// `handlesSignals`: SIGTERM and SIGINT shut it down gracefully (`serve`); tests leave them.
     public static func start(
         _ configuration: TokenGateConfiguration,
@@ -53,14 +73,28 @@ public struct Gateway: Sendable {
             throw SchemaMismatch(current: status.current, pending: status.pending.count, databaseIsNewer: status.databaseIsNewer)
         }
         let assembly = try TokenGateApp.assemble(configuration, database: database, providers: providers, logger: logger, clock: clock)
-        try assembly.server.start()
+        try listen(assembly.server, section: "server")
+        do {
+            try listen(assembly.admin, section: "admin")
+        } catch {
+            // Nothing runs yet: close the public port again, and what runs on its loops.
+            await assembly.server.shutdown()
+            for client in assembly.upstreamClients.values { client.shutdown() }
+            throw error
+        }
         logger.info(
             "listening",
-            metadata: ["host": .string(assembly.server.configuration.host), "port": .stringConvertible(assembly.server.port)]
+            metadata: [
+                "host": .string(assembly.server.configuration.host), "port": .stringConvertible(assembly.server.port),
+                "admin_host": .string(assembly.admin.configuration.host), "admin_port": .stringConvertible(assembly.admin.port),
+            ]
         )
+        // Stopped in reverse: the public server drains, then the admin listener stops.
         var services: [any Service] = [
             InvalidationFollower(auth: assembly.auth, databaseURL: configuration.database.url?.value ?? ""),
             Sweeper(auth: assembly.auth, interval: .seconds(configuration.sweeper.intervalSeconds), logger: logger),
+            DependencyMonitor(readiness: assembly.readiness),
+            AdminListenerService(admin: assembly.admin),
             ServerService(assembly: assembly, logger: logger),
         ]
         var configurations = services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }
@@ -71,6 +105,15 @@ public struct Gateway: Sendable {
         }
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: configurations, logger: logger))
         return Gateway(assembly: assembly, group: group)
+    }
+
+    private static func listen(_ server: HTTPServer, section: String) throws {
+        do {
+            try server.start()
+        } catch let error as HTTPServerError {
+            let reason = error.errno.map { String(cString: strerror($0)) } ?? error.description
+            throw ListenerUnavailable(section: section, host: server.configuration.host, port: Int(server.configuration.port), reason: reason)
+        }
     }
 
     /// Runs until a graceful shutdown has stopped every part.
@@ -96,6 +139,34 @@ struct ServerService: Service {
         await assembly.server.shutdown()
         for client in assembly.upstreamClients.values { client.shutdown() }
         logger.info("stopped")
+    }
+}
+
+/// The admin listener (started by ``Gateway/start``): stops after the public server drained.
+struct AdminListenerService: Service {
+    let admin: HTTPServer
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await admin.shutdown()
+    }
+}
+
+/// Runs the readiness checks every `interval` (first at once), so `tokengate_dependency_up`
+/// stays current when nothing probes `/readyz`: one `SELECT 1` per interval, and the providers'
+/// cached metadata (a provider whose metadata has not loaded yet is asked again).
+struct DependencyMonitor: Service {
+    static let interval: Duration = .seconds(15)
+    let readiness: HealthRoutes.Readiness
+
+    func run() async throws {
+        let readiness = readiness
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                _ = await readiness.run()
+                try await Task.sleep(for: Self.interval)
+            }
+        }
     }
 }
 

@@ -2,8 +2,11 @@ import HTTPTypes
 import TGHTTPServer
 
 /// `GET /healthz` (the process answers) and `GET /readyz` (it can serve: dependencies reachable).
+/// Both listeners serve them: the public one for orchestrators and load balancers, which learn
+/// only ready or not, and the admin listener, whose `/readyz` names each check
+/// (docs/operations.md, "The admin listener").
 public enum HealthRoutes {
-    /// A named readiness check; it throws (or returns false) when the dependency is not usable.
+    /// A named readiness check; it returns false when the dependency is not usable.
     public struct Check: Sendable {
         public var name: String
         public var run: @Sendable () async -> Bool
@@ -14,7 +17,35 @@ public enum HealthRoutes {
         }
     }
 
-    public static func add(to router: inout Router, version: String, checks: [Check]) {
+    /// The checks `/readyz` runs, all at once; each whole run also reports every result to `record`
+    /// (the `tokengate_dependency_up` gauge, ``TokenGateMetrics/recordDependency(_:up:)``).
+    public struct Readiness: Sendable {
+        public var checks: [Check]
+        public var record: (@Sendable (_ name: String, _ up: Bool) -> Void)?
+
+        public init(checks: [Check], record: (@Sendable (_ name: String, _ up: Bool) -> Void)? = nil) {
+            self.checks = checks
+            self.record = record
+        }
+
+        /// Each check's result, by name.
+        public func run() async -> [String: Bool] {
+            var results: [String: Bool] = [:]
+            await withTaskGroup(of: (String, Bool).self) { group in
+                for check in checks { group.addTask { (check.name, await check.run()) } }
+                for await (name, ok) in group { results[name] = ok }
+            }
+            // A run cut short (a probe past its deadline, the monitor at shutdown) saw its checks
+            // cancelled, not failing: it records nothing.
+            if let record, !Task.isCancelled { for (name, ok) in results { record(name, ok) } }
+            return results
+        }
+    }
+
+    /// `detail`: `/readyz` names each check and its result (the admin listener); without it only
+    /// `{"status": "ready"}` or `{"status": "not_ready"}` (the public port: an outsider learns
+    /// nothing of the database or the providers). 200 or 503 either way.
+    public static func add(to router: inout Router, version: String, readiness: Readiness, detail: Bool) {
         // Its fields as bytes, made once: sent without walking `HTTPFields` (copying each field)
         // on every probe.
         var alive = ServerResponse(status: .ok, body: .bytes(Array(JSON.encode(["status": "ok", "version": version]).utf8)))
@@ -25,13 +56,13 @@ public enum HealthRoutes {
             .get,
             "/readyz",
             .async { _, _ in
-                var results: [String: String] = [:]
-                await withTaskGroup(of: (String, Bool).self) { group in
-                    for check in checks { group.addTask { (check.name, await check.run()) } }
-                    for await (name, ok) in group { results[name] = ok ? "ok" : "failing" }
-                }
-                let ready = results.values.allSatisfy { $0 == "ok" }
-                let body = JSON.encode(["status": ready ? "ready" : "not_ready", "checks": results])
+                let results = await readiness.run()
+                let ready = results.values.allSatisfy { $0 }
+                let status = ready ? "ready" : "not_ready"
+                let body =
+                    detail
+                    ? JSON.encode(["status": status, "checks": results.mapValues { $0 ? "ok" : "failing" }])
+                    : JSON.encode(["status": status])
                 return ServerResponse(
                     status: ready ? .ok : .serviceUnavailable,
                     contentType: "application/json",
@@ -40,5 +71,10 @@ public enum HealthRoutes {
                 )
             }
         )
+    }
+
+    /// The same, with `checks` and nothing recorded.
+    public static func add(to router: inout Router, version: String, checks: [Check], detail: Bool) {
+        add(to: &router, version: version, readiness: Readiness(checks: checks), detail: detail)
     }
 }

@@ -6,7 +6,8 @@ public import TGAuth
 import TGHTTPServer
 import TGPostgres
 
-/// `GET /metrics` (docs/operations.md, "Metrics"): the Prometheus text format of one registry per instance.
+/// `GET /metrics` on the admin listener (docs/operations.md, "Metrics"): the Prometheus text
+/// format of one registry per instance.
 /// The domain counts through swift-metrics (``AuthMetrics``); this records the HTTP side and,
 /// at each scrape, the gauges of the database pool and the caches.
 public final class TokenGateMetrics: Sendable {
@@ -59,6 +60,13 @@ public final class TokenGateMetrics: Sendable {
         )
     }
 
+    /// `tokengate_dependency_up`: 1 when the readiness check `dependency` (`database`,
+    /// `provider:<name>`) last passed, 0 when it failed; set by every run of the checks
+    /// (``HealthRoutes/Readiness``: `/readyz` on either listener and ``DependencyMonitor``).
+    public func recordDependency(_ dependency: String, up: Bool) {
+        CoreMetrics.Gauge(label: "tokengate_dependency_up", dimensions: [("dependency", dependency)], factory: factory).record(up ? 1 : 0)
+    }
+
     /// The whole scrape: the registry's metrics, then the request counts.
     func emit() -> [UInt8] {
         var buffer = registry.emitToBuffer()
@@ -66,7 +74,8 @@ public final class TokenGateMetrics: Sendable {
         return buffer
     }
 
-    /// Adds `GET /metrics`; `database` and `auth` give the gauges read at each scrape.
+    /// Adds `GET /metrics` (to the admin listener's router, ``TokenGateApp/makeAdminRouter``);
+    /// `database` and `auth` give the gauges read at each scrape.
     func addRoute(to router: inout Router, database: PostgresClient, auth: AuthService?) {
         router.add(
             .get,

@@ -8,13 +8,18 @@ public import TGPostgres
 
 extension TokenGateApp {
     /// What one `serve` instance runs, wired together: the auth flow, one HTTP client per API,
-    /// and the server (not started), sharing one metrics registry.
+    /// the public server and the admin listener (not started), sharing one metrics registry.
     public struct Assembly: Sendable {
         public let auth: AuthService
         public let server: HTTPServer
         /// What ``server`` serves; tests also answer requests with it in-process
         /// (``Application/respond(to:)``).
         public let application: Application
+        /// The admin listener: `/metrics`, `/readyz` with each check named, `/healthz`.
+        public let admin: HTTPServer
+        public let adminApplication: Application
+        /// The readiness checks (``DependencyMonitor`` runs them between probes).
+        public let readiness: HealthRoutes.Readiness
         /// Shut them down after the server.
         public let upstreamClients: [String: HTTPClient]
         public let metrics: TokenGateMetrics
@@ -39,6 +44,23 @@ extension TokenGateApp {
             metrics: metrics,
             logger: logger
         )
-        return Assembly(auth: auth, server: server, application: application, upstreamClients: upstreamClients, metrics: metrics)
+        let (admin, adminApplication) = makeAdminServer(
+            configuration,
+            database: database,
+            providers: providers,
+            auth: auth,
+            metrics: metrics,
+            logger: logger
+        )
+        return Assembly(
+            auth: auth,
+            server: server,
+            application: application,
+            admin: admin,
+            adminApplication: adminApplication,
+            readiness: readiness(database: database, providers: providers, metrics: metrics),
+            upstreamClients: upstreamClients,
+            metrics: metrics
+        )
     }
 }

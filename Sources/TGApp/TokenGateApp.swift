@@ -111,7 +111,7 @@ public enum TokenGateApp {
         configuration.server.publicBaseURL.trimmingSuffix("/")
     }
 
-    /// The routes, bound to their dependencies.
+    /// The public port's routes, bound to their dependencies.
     public static func makeRouter(
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
@@ -122,17 +122,9 @@ public enum TokenGateApp {
         loops: EventLoopGroup? = nil
     ) -> Router {
         var router = Router()
-        metrics?.addRoute(to: &router, database: database, auth: auth)
-        var checks = [
-            HealthRoutes.Check(name: "database") {
-                (try? await database.query("SELECT 1 AS ok").first?.decode(Int.self, "ok")) == 1
-            }
-        ]
-        // Ready only when every provider's metadata loaded (cached: a probe costs no request).
-        for provider in providers {
-            checks.append(HealthRoutes.Check(name: "provider:\(provider.name)") { (try? await provider.metadata()) != nil })
-        }
-        HealthRoutes.add(to: &router, version: tokenGateVersion, checks: checks)
+        // `/metrics` and the readiness detail are the admin listener's (makeAdminRouter).
+        let readiness = readiness(database: database, providers: providers, metrics: metrics)
+        HealthRoutes.add(to: &router, version: tokenGateVersion, readiness: readiness, detail: false)
         APIDescriptionRoute.add(to: &router)
         AuthorizationServerMetadata.add(to: &router, issuer: publicBaseURL(configuration), dpopAlgorithms: configuration.dpop.algorithms)
         if let auth {

@@ -4,6 +4,8 @@ import Glibc
 
 /// The listening sockets of a server: one per loop, all bound to the same address with
 /// `SO_REUSEPORT`, so the kernel spreads new connections over the loops without a shared accept.
+/// A server of one loop (the admin listener) binds without it: no other socket can then join
+/// its port, so a port another process holds fails the start instead of being shared with it.
 struct ListenSockets {
     let descriptors: [Int32]
     let family: Int32
@@ -25,7 +27,7 @@ struct ListenSockets {
                 descriptors.append(socket)
                 var on: Int32 = 1
                 setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-                setsockopt(socket, SOL_SOCKET, SO_REUSEPORT, &on, socklen_t(MemoryLayout<Int32>.size))
+                if count > 1 { setsockopt(socket, SOL_SOCKET, SO_REUSEPORT, &on, socklen_t(MemoryLayout<Int32>.size)) }
                 if family == AF_INET6 {
                     setsockopt(socket, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &on, socklen_t(MemoryLayout<Int32>.size))
                 }

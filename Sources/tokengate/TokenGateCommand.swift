@@ -42,7 +42,7 @@ struct ConfigOption: ParsableArguments {
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve HTTP until SIGTERM or SIGINT, then drain in-flight requests."
+        abstract: "Serve HTTP (the public port and the admin listener) until SIGTERM or SIGINT, then drain in-flight requests."
     )
 
     @OptionGroup var options: ConfigOption
@@ -50,6 +50,9 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let configuration = try options.load()
         let logger = TokenGateApp.makeLogger(configuration)
+        for warning in ConfigurationLoader.warnings(configuration) {
+            logger.warning("configuration", metadata: ["key": .string(warning.key), "detail": .string(warning.message)])
+        }
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
         // A client gone mid-answer must not kill the process.
@@ -63,6 +66,9 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode(1)
         } catch let error as PostgresError {
             logger.critical("database unreachable", metadata: ["error": .string(error.description)])
+            throw ExitCode(1)
+        } catch let error as Gateway.ListenerUnavailable {
+            logger.critical("cannot listen", metadata: ["problem": .string(error.description)])
             throw ExitCode(1)
         }
         try await gateway.run()
@@ -107,7 +113,10 @@ struct CheckConfig: ParsableCommand {
     func run() throws {
         let configuration = try options.load()
         print(ConfigurationLoader.renderRedacted(configuration))
-        // What to register at each provider, on stderr: standard output stays the JSON.
+        // Warnings and what to register at each provider, on stderr: standard output stays the JSON.
+        for warning in ConfigurationLoader.warnings(configuration) {
+            FileHandle.standardError.write(Data("warning: \(warning.key): \(warning.message)\n".utf8))
+        }
         FileHandle.standardError.write(Data(configuration.providerRegistrations.utf8))
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Synchronization
 import TGAppTesting
 import TGHTTPServer
 import TGTesting
@@ -41,7 +42,7 @@ import Testing
             "/own-id",
             .sync { _, _ in ServerResponse(status: .ok, headerFields: [HTTPField.Name("X-Request-ID")!: "the-handlers-own"]) }
         )
-        HealthRoutes.add(to: &router, version: "9.9.9", checks: [])
+        HealthRoutes.add(to: &router, version: "9.9.9", checks: [], detail: false)
         return Application(router: router, logger: capturingLogger(sink))
     }
 
@@ -139,7 +140,7 @@ import Testing
 @Suite struct HealthRoutesTests {
     @Test func healthzAnswersWithTheVersionWithoutAnyCheck() async throws {
         var router = Router()
-        HealthRoutes.add(to: &router, version: "1.2.3", checks: [.init(name: "never", run: { false })])
+        HealthRoutes.add(to: &router, version: "1.2.3", checks: [.init(name: "never", run: { false })], detail: false)
         let result = await TestClient(Application(router: router, logger: capturingLogger(CapturingLogSink()))).get("/healthz")
         #expect(result.status == 200)
         #expect(decodeJSON(result.body)["version"] as? String == "1.2.3")
@@ -149,13 +150,45 @@ import Testing
         #expect(result.header("X-Request-ID")?.isEmpty == false)
     }
 
-    @Test func readyzIs503NamingTheFailingCheck() async throws {
+    /// The admin listener's `/readyz` (with the detail).
+    @Test func readyzWithDetailIs503NamingTheFailingCheck() async throws {
         var router = Router()
-        HealthRoutes.add(to: &router, version: "1", checks: [.init(name: "database", run: { false }), .init(name: "other", run: { true })])
+        HealthRoutes.add(
+            to: &router,
+            version: "1",
+            checks: [.init(name: "database", run: { false }), .init(name: "other", run: { true })],
+            detail: true
+        )
         let result = await TestClient(Application(router: router, logger: capturingLogger(CapturingLogSink()))).get("/readyz")
         #expect(result.status == 503)
         let checks = decodeJSON(result.body)["checks"] as? [String: String]
         #expect(checks == ["database": "failing", "other": "ok"])
+    }
+
+    /// The public port's `/readyz`: the status only, whichever check fails.
+    @Test func readyzWithoutDetailIs503SayingOnlyNotReady() async throws {
+        var router = Router()
+        HealthRoutes.add(
+            to: &router,
+            version: "1",
+            checks: [.init(name: "database", run: { false }), .init(name: "provider:idp", run: { true })],
+            detail: false
+        )
+        let result = await TestClient(Application(router: router, logger: capturingLogger(CapturingLogSink()))).get("/readyz")
+        #expect(result.status == 503)
+        #expect(result.body == #"{"status":"not_ready"}"#)
+    }
+
+    /// Every whole run of the checks reports each result (the `tokengate_dependency_up` gauge).
+    @Test func eachRunOfTheReadinessChecksRecordsEveryResult() async throws {
+        final class Recorded: Sendable { let results = Mutex<[String: Bool]>([:]) }
+        let recorded = Recorded()
+        let readiness = HealthRoutes.Readiness(
+            checks: [.init(name: "database", run: { true }), .init(name: "provider:idp", run: { false })],
+            record: { name, up in recorded.results.withLock { $0[name] = up } }
+        )
+        #expect(await readiness.run() == ["database": true, "provider:idp": false])
+        #expect(recorded.results.withLock { $0 } == ["database": true, "provider:idp": false])
     }
 
     @Test func servesTheRepositorysOpenAPIDescriptionThatTheNotFoundAnswerPointsTo() async throws {

@@ -46,6 +46,8 @@ struct AuthFlowHarness {
     let transport: Transport
     /// The first instance's application, in-process.
     let client: TestClient
+    /// The first instance's admin listener (`/metrics`, the readiness detail), on a port of its own.
+    let adminURL: String
     var baseURL: String { server.baseURL }
 
     /// Runs `body` with a started harness; stops everything afterwards. With `withGraphAPI`, a
@@ -118,7 +120,8 @@ struct AuthFlowHarness {
                 configuration: configuration,
                 providers: providers,
                 transport: transport,
-                client: main.client
+                client: main.client,
+                adminURL: main.adminURL
             )
             do {
                 try await body(harness)
@@ -154,7 +157,10 @@ struct AuthFlowHarness {
         var server: HTTPServer { gateway.assembly.server }
         var auth: AuthService { gateway.assembly.auth }
         var baseURL: String { server.baseURL }
+        /// The admin listener's, on the port it bound.
+        var adminURL: String { gateway.assembly.admin.baseURL }
 
+        /// `adminPort`: 0 (default) binds a free one, read back through ``adminURL``.
         static func start(
             _ configuration: TokenGateConfiguration,
             database: PostgresClient,
@@ -162,10 +168,12 @@ struct AuthFlowHarness {
             providers: [OpenIDProvider],
             clock: ManualClock,
             logs: CapturingLogSink,
-            port: UInt16? = nil
+            port: UInt16? = nil,
+            adminPort: UInt16 = 0
         ) async throws -> Instance {
             var configuration = configuration
             if let port { configuration.server.port = Int(port) }
+            configuration.admin.port = Int(adminPort)
             configuration.database.url = Secret(databaseURL)
             let gateway = try await Gateway.start(
                 configuration,
@@ -267,6 +275,13 @@ struct AuthFlowHarness {
 
     func refresh(_ refreshToken: String, clientID: String = appClient) async throws -> TestResponse {
         try await post("/auth/token", form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken), ("client_id", clientID)])
+    }
+
+    /// The first instance's `/metrics`, scraped from its admin listener over HTTP.
+    func scrapeMetrics() async throws -> String {
+        let scrape = try await curl(["-s", "-f", adminURL + "/metrics"])
+        try #require(scrape.exitCode == 0, "the admin listener's /metrics: curl exit \(scrape.exitCode)")
+        return scrape.stdout
     }
 
     /// A count from the database (`SELECT count(*) AS n FROM …`).

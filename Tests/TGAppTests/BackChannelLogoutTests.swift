@@ -27,7 +27,7 @@ import Testing
             // A valid token that matches nothing signed in here is done too.
             let nobody = try await harness.post(Self.path, form: [("logout_token", try harness.fake.logoutToken(subject: "carol"))])
             #expect(nobody.status == 200)
-            let samples = try await MetricsTests.parse(try await harness.get("/metrics").body)
+            let samples = try await MetricsTests.parse(try await harness.scrapeMetrics())
             #expect(MetricsTests.value(samples, "tokengate_backchannel_logouts_total", ["provider": "fake", "outcome": "ended"]) == 1)
             #expect(MetricsTests.value(samples, "tokengate_backchannel_logouts_total", ["provider": "fake", "outcome": "no_match"]) == 1)
         }
@@ -71,7 +71,7 @@ import Testing
                 #expect(answer.header("Cache-Control") == "no-store", "\(name)")
             }
             #expect(try await harness.get("/auth/me", bearer: token).status == 200)
-            let samples = try await MetricsTests.parse(try await harness.get("/metrics").body)
+            let samples = try await MetricsTests.parse(try await harness.scrapeMetrics())
             #expect(
                 MetricsTests.value(samples, "tokengate_backchannel_logouts_total", ["provider": "fake", "outcome": "invalid"])
                     == Double(variants.count)

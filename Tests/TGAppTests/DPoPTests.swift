@@ -189,7 +189,7 @@ import Testing
             #expect(other.status == 401 && other.json["code"] as? String == "invalid_dpop_proof")
             let bearer = try await h.get("/api/graph/me", bearer: token)
             #expect(bearer.status == 401 && bearer.json["code"] as? String == "invalid_token")
-            let scrape = try await curl([h.baseURL + "/metrics"]).stdout
+            let scrape = try await h.scrapeMetrics()
             #expect(scrape.contains(#"tokengate_proxy_calls_total{path="loop"} 1"#), "\(scrape)")
         }
     }

@@ -28,10 +28,13 @@ import Glibc
         let data = FileManager.default.temporaryDirectory.appendingPathComponent("tg-dev-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         defer { try? FileManager.default.removeItem(at: data) }
-        let ports = (tokenGate: try freeLoopbackPort(), provider: try freeLoopbackPort(), api: try freeLoopbackPort())
+        let ports = (
+            tokenGate: try freeLoopbackPort(), admin: try freeLoopbackPort(), provider: try freeLoopbackPort(), api: try freeLoopbackPort()
+        )
         let environment = [
             "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin", "HOME": NSHomeDirectory(), "DATA": data.path,
-            "TOKENGATE_DEV_PORT": String(ports.tokenGate), "MOCK_PORT": String(ports.provider), "API_PORT": String(ports.api),
+            "TOKENGATE_DEV_PORT": String(ports.tokenGate), "TOKENGATE_DEV_ADMIN_PORT": String(ports.admin),
+            "MOCK_PORT": String(ports.provider), "API_PORT": String(ports.api),
             // Below Linux's ephemeral range, where no client socket holds it (as PrivateCluster does).
             "DEV_PG_PORT": String(20000 + Int.random(in: 0..<10000)), "TOKENGATE_BINARY": TokenGateProcess.executable,
         ]
@@ -68,6 +71,9 @@ import Glibc
         }
         try #require(started, "make dev did not come up:\n\(output())")
         #expect(output().contains("TG=${TG:-http://127.0.0.1:\(ports.tokenGate)}"))
+        // It says where the admin listener is, and the metrics are there, not on the public port.
+        #expect(output().contains("admin listener        http://127.0.0.1:\(ports.admin)"))
+        #expect(try await curl(["-f", "-o", "/dev/null", "http://127.0.0.1:\(ports.admin)/metrics"]).exitCode == 0)
 
         let walk = try await runProcess(
             "/bin/bash",
@@ -113,7 +119,7 @@ import Glibc
         }
         #expect(exited, "make dev kept running after SIGINT:\n\(output())")
         #expect(output().contains("dev: stopped"))
-        for port in [ports.tokenGate, ports.provider, ports.api] {
+        for port in [ports.tokenGate, ports.admin, ports.provider, ports.api] {
             let probe = try await curl(["-s", "-o", "/dev/null", "--max-time", "2", "http://127.0.0.1:\(port)/"])
             #expect(probe.exitCode == 7, "port \(port) still answers after Ctrl-C")
         }

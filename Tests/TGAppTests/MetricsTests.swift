@@ -50,7 +50,8 @@ import Testing
             _ = await harness.client.execute(uri: "/nowhere", method: try #require(HTTPRequest.Method("FROB")))
             _ = try await harness.auth.sweep()
 
-            let scrape = try await harness.get("/metrics")
+            // Scraped where Prometheus scrapes it: the admin listener, over HTTP.
+            let scrape = TestResponse(try await curl(["-i", harness.adminURL + "/metrics"]))
             #expect(scrape.status == 200)
             #expect(scrape.header("Content-Type")?.hasPrefix("text/plain; version=0.0.4") == true)
             let samples = try await Self.parse(scrape.body)

@@ -9,7 +9,7 @@ import Testing
 
 @testable import TGApp
 
-/// `/readyz` reports each provider whose metadata could not be loaded.
+/// The admin listener's `/readyz` reports each provider whose metadata could not be loaded.
 @Suite struct ProviderReadinessTests {
     @Test func readyzNamesAProviderWhoseMetadataDoesNotLoad() async throws {
         let mock = try await OIDCProviderMock.start()
@@ -31,7 +31,8 @@ import Testing
         let providers = try TokenGateApp.makeProviders(configuration, httpClient: HTTPClient(configuration: clientSettings))
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
-        let router = TokenGateApp.makeRouter(configuration, database: database, providers: providers)
+        // The detail is the admin listener's.
+        let router = TokenGateApp.makeAdminRouter(database: database, providers: providers)
         let result = await TestClient(Application(router: router, logger: capturingLogger(CapturingLogSink()))).get("/readyz")
         #expect(result.status == 503)
         let checks = decodeJSON(result.body)["checks"] as? [String: String]

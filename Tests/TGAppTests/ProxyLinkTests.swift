@@ -53,7 +53,7 @@ import Testing
                 #expect(answer.header("Transfer-Encoding") == nil, "\(path)")
                 #expect(answer.json["@odata.nextLink"] as? String == gate + "/users?$skiptoken=X%2BY")
             }
-            let scrape = try await curl([h.baseURL + "/metrics"]).stdout
+            let scrape = try await h.scrapeMetrics()
             #expect(scrape.contains(#"tokengate_proxy_link_rewrites_total{outcome="rewritten"} 4"#), "\(scrape)")
             #expect(scrape.contains(#"tokengate_proxy_calls_total{path="loop"} 2"#))
         }
@@ -91,7 +91,7 @@ import Testing
             let answer = try await twice(h, "/foreign")
             #expect(answer.bytes == Self.bytes(body))
             #expect(answer.header("Content-Length") == String(body.utf8.count))
-            let scrape = try await curl([h.baseURL + "/metrics"]).stdout
+            let scrape = try await h.scrapeMetrics()
             #expect(scrape.contains(#"tokengate_proxy_link_rewrites_total{outcome="no_links"} 2"#), "\(scrape)")
         }
     }
@@ -108,7 +108,7 @@ import Testing
                 #expect(answer.bytes == Self.bytes(body), "\(path)")
             }
             #expect(try await twice(h, "/page").header("Link") == link)
-            let scrape = try await curl([h.baseURL + "/metrics"]).stdout
+            let scrape = try await h.scrapeMetrics()
             #expect(!scrape.contains("tokengate_proxy_link_rewrites_total{"), "\(scrape)")
         }
     }
@@ -141,7 +141,7 @@ import Testing
             let passed = try await twice(h, "/past-limit")
             #expect(passed.bytes == Self.bytes(atLimit + " "))
             #expect(passed.header("Transfer-Encoding") == "chunked")
-            let scrape = try await curl([h.baseURL + "/metrics"]).stdout
+            let scrape = try await h.scrapeMetrics()
             #expect(scrape.contains(#"tokengate_proxy_link_rewrites_total{outcome="too_large"} 6"#), "\(scrape)")
         }
     }

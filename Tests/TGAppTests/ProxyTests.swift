@@ -62,7 +62,7 @@ import Testing
             loopHeaders["x-request-id"] = nil
             taskHeaders["x-request-id"] = nil
             #expect(loopHeaders == taskHeaders)
-            let scrape = try await curl([harness.baseURL + "/metrics"]).stdout
+            let scrape = try await harness.scrapeMetrics()
             #expect(scrape.contains(#"tokengate_proxy_calls_total{path="loop"} 1"#), "\(scrape)")
             #expect(scrape.contains(#"tokengate_proxy_calls_total{path="task"} 1"#))
         }

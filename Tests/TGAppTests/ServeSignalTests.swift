@@ -21,7 +21,7 @@ import Glibc
             defer { try? FileManager.default.removeItem(at: output) }
             let process = try await TokenGateProcess.start(
                 ["serve"],
-                environment: ["TOKENGATE_SERVER_PORT": String(port)].merging(environment) { $1 },
+                environment: ["TOKENGATE_SERVER_PORT": String(port), "TOKENGATE_ADMIN_PORT": "0"].merging(environment) { $1 },
                 log: output,
                 blockingSignals: true
             )

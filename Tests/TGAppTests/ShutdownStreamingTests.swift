@@ -24,6 +24,7 @@ import Glibc
             let configuration = directory.appendingPathComponent("tokengate.yaml")
             try """
             server: { host: 127.0.0.1, port: \(port), drain_timeout_seconds: 1 }
+            admin: { port: 0 }
             database: { url: "\(harness.databaseURL)" }
             log: { level: info }
             encryption: { current_key_id: k1, keys: [{ id: k1, secret: MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY= }] }

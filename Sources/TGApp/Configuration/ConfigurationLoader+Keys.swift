@@ -7,6 +7,7 @@ extension ConfigurationLoader {
     /// Known keys of each mapping section.
     static let sectionKeys: [String: Set<String>] = [
         "server": Set(Config.Server.CodingKeys.allCases.map(\.rawValue)),
+        "admin": Set(Config.Admin.CodingKeys.allCases.map(\.rawValue)),
         "database": Set(Config.Database.CodingKeys.allCases.map(\.rawValue)),
         "log": Set(Config.Log.CodingKeys.allCases.map(\.rawValue)),
         "encryption": Set(Config.Encryption.CodingKeys.allCases.map(\.rawValue)),

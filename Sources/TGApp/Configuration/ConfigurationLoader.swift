@@ -55,6 +55,12 @@ public enum ConfigurationLoader {
         return configuration
     }
 
+    /// What a valid `configuration` allows but deserves a second look (a non-loopback admin host),
+    /// each with its key: `check-config` prints them on standard error, `serve` logs them.
+    public static func warnings(_ configuration: TokenGateConfiguration) -> [ConfigurationError.Problem] {
+        ConfigurationValidator(configuration: configuration).warnings()
+    }
+
     /// The effective configuration as pretty JSON, every secret printed as `<redacted>`.
     public static func renderRedacted(_ configuration: TokenGateConfiguration) -> String {
         let encoder = JSONEncoder()

@@ -24,9 +24,27 @@ struct ConfigurationValidator {
 
     private mutating func problem(_ key: String, _ message: String) { found.append(.init(key: key, message: message)) }
 
+    /// What is allowed but deserves a second look; `check-config` prints these on standard error
+    /// and `serve` logs them at start.
+    func warnings() -> [ConfigurationError.Problem] {
+        var warnings: [ConfigurationError.Problem] = []
+        let admin = configuration.admin
+        if Self.isIPAddress(admin.host), !Loopback.isLoopback(host: admin.host) {
+            warnings.append(
+                .init(
+                    key: "admin.host",
+                    message:
+                        "\(admin.host) is not a loopback address: /metrics and the readiness detail are reachable from the network; keep admin.port private (firewall, network policy), never behind the public reverse proxy"
+                )
+            )
+        }
+        return warnings
+    }
+
     private mutating func check() {
         let c = configuration
         checkServer(c.server)
+        checkAdmin(c.admin, server: c.server)
         if let url = c.database.url {
             secret(url, "database.url")
             if url.problem == nil, url.value.isEmpty { problem("database.url", "must not be empty") }
@@ -102,6 +120,19 @@ struct ConfigurationValidator {
         positive(server.maxBodyBytes, "server.max_body_bytes")
         positive(server.requestTimeoutSeconds, "server.request_timeout_seconds")
         positive(server.drainTimeoutSeconds, "server.drain_timeout_seconds")
+    }
+
+    /// The admin listener: its own address, never the public one (same port on the same or a
+    /// wildcard address would fight over the socket, or serve the admin routes publicly).
+    private mutating func checkAdmin(_ admin: TokenGateConfiguration.Admin, server: TokenGateConfiguration.Server) {
+        if !Self.isIPAddress(admin.host) { problem("admin.host", "must be an IPv4 or IPv6 address") }
+        if !(0...65535).contains(admin.port) { problem("admin.port", "must be between 0 (any free port) and 65535") }
+        let wildcards: Set<String> = ["0.0.0.0", "::"]
+        let overlapping = admin.host == server.host || wildcards.contains(admin.host) || wildcards.contains(server.host)
+        if admin.port != 0, admin.port == server.port, overlapping {
+            let address = admin.host.contains(":") ? "[\(admin.host)]:\(admin.port)" : "\(admin.host):\(admin.port)"
+            problem("admin.port", "must differ from server.port: the admin listener needs an address of its own (\(address))")
+        }
     }
 
     private mutating func checkEncryption(_ encryption: TokenGateConfiguration.Encryption) {

@@ -2,6 +2,8 @@
 /// environment overrides. Load it with ``ConfigurationLoader``.
 public struct TokenGateConfiguration: Sendable, Codable {
     public var server: Server
+    /// The admin listener: `/metrics` and the readiness detail, on an address of its own.
+    public var admin: Admin
     public var database: Database
     public var log: Log
     public var encryption: Encryption
@@ -13,13 +15,14 @@ public struct TokenGateConfiguration: Sendable, Codable {
     public var dpop: DPoP
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case server, database, log, encryption, clients, providers, upstreams, sessions, sweeper, dpop
+        case server, admin, database, log, encryption, clients, providers, upstreams, sessions, sweeper, dpop
     }
 
     /// Sections are always present: the loader inserts `{}` for a missing one, so its defaults apply.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         server = try c.decode(Server.self, forKey: .server)
+        admin = try c.decode(Admin.self, forKey: .admin)
         database = try c.decode(Database.self, forKey: .database)
         log = try c.decode(Log.self, forKey: .log)
         encryption = try c.decode(Encryption.self, forKey: .encryption)
