@@ -34,7 +34,7 @@ pids=()
 cleanup() { stop_bench "$work" 25542; }
 trap cleanup EXIT
 NGINX_PORT=18380 UPSTREAM_PORT=18381 MOCK_PORT=18391
-UNLIMITED_PORT=18392 MEMORY_PORT=18393 SHARED_PORT=18394
+UNLIMITED_PORT=18392 MEMORY_PORT=18393 SHARED_PORT=18394 SHARED_ADMIN_PORT=18395
 
 database_url=$(bench_database "$work" 25542)
 reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT \
@@ -54,7 +54,8 @@ for variant in unlimited memory shared; do
     bench_configuration "$work/$variant/tokengate.yaml" "$port" "$database_url" $MOCK_PORT "$options"
     # bench_configuration sets the token limit to 0; a variant with its own drops that key.
     if [ "$variant" != unlimited ]; then sed -i 's/token_rate_limit_per_minute: 0, //' "$work/$variant/tokengate.yaml"; fi
-    start_tokengate "$work/$variant" "$port"
+    # The shared instance's admin listener serves /metrics (the limiter's takes and statements).
+    TOKENGATE_ADMIN_PORT=$([ "$variant" = shared ] && echo $SHARED_ADMIN_PORT || echo 0) start_tokengate "$work/$variant" "$port"
     tg_pids[$variant]=$tg_pid
 done
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$SHARED_PORT/auth/token")
@@ -73,7 +74,7 @@ pg_cpu() {
 }
 ticks=$(getconf CLK_TCK)
 # takes NAME: the shared instance's tokengate_rate_limit_NAME_total (takes, or statements).
-takes() { curl -s "http://127.0.0.1:$SHARED_PORT/metrics" | awk -v m="tokengate_rate_limit_$1_total" 'index($0, m) == 1 { n += $2 } END { print n + 0 }'; }
+takes() { curl -s "http://127.0.0.1:$SHARED_ADMIN_PORT/metrics" | awk -v m="tokengate_rate_limit_$1_total" 'index($0, m) == 1 { n += $2 } END { print n + 0 }'; }
 # measured PID PORT MODE: "req/s p99_ms tg_cpu_us pg_cpu_us takes_per_request statements_per_request"
 # of one wrk run.
 measured() {

@@ -191,6 +191,18 @@ import Testing
         }
     }
 
+    @Test func theDPoPSectionTakesEnvironmentOverridesAndRefusesUnknownKeys() throws {
+        let database = "database: { url: \"postgresql://127.0.0.1/x\" }\n"
+        let overridden = try ConfigurationLoader.load(
+            path: try write(database + "dpop: { proof_max_age_seconds: 30 }", extension: "yaml"),
+            environment: ["TOKENGATE_DPOP_PROOF_MAX_AGE_SECONDS": "90", "TOKENGATE_DPOP_ALGORITHMS": "ES256,EdDSA"]
+        )
+        #expect(overridden.dpop.proofMaxAgeSeconds == 90 && overridden.dpop.algorithms == ["ES256", "EdDSA"])
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(path: try write(database + "dpop: { proof_max_age: 30 }", extension: "yaml"), environment: [:])
+        }
+    }
+
     @Test func allowsPlainHTTPOnlyForLoopbackHosts() throws {
         let config = { (issuer: String) in
             """

@@ -13,6 +13,7 @@ extension ConfigurationLoader {
         "encryption": Set(Config.Encryption.CodingKeys.allCases.map(\.rawValue)),
         "sessions": Set(Config.Sessions.CodingKeys.allCases.map(\.rawValue)),
         "sweeper": Set(Config.Sweeper.CodingKeys.allCases.map(\.rawValue)),
+        "dpop": Set(Config.DPoP.CodingKeys.allCases.map(\.rawValue)),
     ]
 
     /// Known keys of the elements of each list.
@@ -24,7 +25,7 @@ extension ConfigurationLoader {
     ]
 
     /// Settings whose environment value is a comma-separated list.
-    static let listSettings: Set<String> = ["server.trusted_proxies"]
+    static let listSettings: Set<String> = ["server.trusted_proxies", "dpop.algorithms"]
 
     static func unknownKeys(in tree: [String: Any]) -> [ConfigurationError.Problem] {
         var problems: [ConfigurationError.Problem] = []
