@@ -71,7 +71,7 @@ build() {
     stage_context
     say "podman build -f deploy/container/Containerfile -t $image $context"
     timeout 600 "${podman[@]}" build --quiet -f deploy/container/Containerfile -t "$image" "$context" >/dev/null
-    say "built $image: $("${podman[@]}" image inspect --format '{{.Size}}' "$image" | numfmt --to=iec) ($("${podman[@]}" image inspect --format '{{.Id}}' "$image" | cut -c1-12))"
+    say "built $image: $("${podman[@]}" image inspect --format '{{.Size}}' "$image" | numfmt --to=si) ($("${podman[@]}" image inspect --format '{{.Id}}' "$image" | cut -c1-12))"
 }
 
 # What smoke starts, stopped by its trap (globals: the trap runs after smoke has returned).
@@ -191,7 +191,9 @@ YAML
     code=$("${podman[@]}" inspect --format '{{.State.ExitCode}}' "$name")
     "${podman[@]}" logs "$name" 2>&1 | tail -n 3 | sed 's/^/  /' >&2
     [ "$code" = 0 ] || die "tokengate serve exited $code after SIGTERM"
-    "${podman[@]}" logs "$name" 2>&1 | grep -q '"stopped"\|stopped' || die "no 'stopped' in the log"
+    "${podman[@]}" logs "$name" >"$dir/serve.log" 2>&1
+    grep '"message":"shutting down"' "$dir/serve.log" | grep -q '"signal":"SIGTERM"' || die "no 'shutting down' on SIGTERM in the log"
+    grep -q '"message":"stopped"' "$dir/serve.log" || die "no 'stopped' in the log"
     say "stopped with exit code 0 in $((SECONDS - started)) s"
     say "smoke passed: $image"
 }
