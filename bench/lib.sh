@@ -1,7 +1,7 @@
 # Shared by the bench scripts (sourced): wrk runs and their figures.
 
 # release_build PRODUCT...: release builds of PRODUCTs as the container image builds them, Swift's
-# runtime and Foundation linked in statically (deploy/container/Containerfile); sets bindir.
+# runtime and Foundation linked in statically (scripts/image.sh); sets bindir.
 RELEASE_FLAGS=(-c release --static-swift-stdlib)
 release_build() {
     local product

