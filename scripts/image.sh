@@ -32,6 +32,7 @@ pg_port=${IMAGE_PG_PORT:-54420}
 provider_port=${IMAGE_PROVIDER_PORT:-18481}
 api_port=${IMAGE_API_PORT:-18482}
 tg_port=${IMAGE_TOKENGATE_PORT:-18480}
+admin_port=${IMAGE_ADMIN_PORT:-18483}
 context=.build/image/context
 
 say() { echo "image: $*" >&2; }
@@ -155,9 +156,10 @@ YAML
     say "tokengate serve on 127.0.0.1:$tg_port"
     local name=tokengate-smoke-$$
     containers+=("$name")
-    # The image listens on 0.0.0.0:8080 (its ENV); here only loopback, on a free port.
+    # The image listens on 0.0.0.0:8080 and 0.0.0.0:9090 (its ENV); here only loopback, on free ports.
     timeout 60 "${podman[@]}" "${run[@]}" --detach --name "$name" "${mounts[@]}" \
-        -e TOKENGATE_SERVER_HOST=127.0.0.1 -e "TOKENGATE_SERVER_PORT=$tg_port" "$image" >/dev/null
+        -e TOKENGATE_SERVER_HOST=127.0.0.1 -e "TOKENGATE_SERVER_PORT=$tg_port" \
+        -e TOKENGATE_ADMIN_HOST=127.0.0.1 -e "TOKENGATE_ADMIN_PORT=$admin_port" "$image" >/dev/null
     wait_for "http://127.0.0.1:$tg_port/healthz" "tokengate serve" || { "${podman[@]}" logs "$name" >&2; exit 1; }
     local pid
     pid=$("${podman[@]}" inspect --format '{{.State.Pid}}' "$name")
@@ -166,6 +168,16 @@ YAML
     local listening
     listening=$(ss -Htlnp "sport = :$tg_port" | awk '{ print $4 }' | sort -u)
     [ "$listening" = "127.0.0.1:$tg_port" ] || die "tokengate listens on '$listening', not 127.0.0.1:$tg_port only"
+    listening=$(ss -Htlnp "sport = :$admin_port" | awk '{ print $4 }' | sort -u)
+    [ "$listening" = "127.0.0.1:$admin_port" ] || die "the admin listener is on '$listening', not 127.0.0.1:$admin_port only"
+    # Metrics on the admin listener only; its /readyz names each check, the public one does not.
+    local metrics
+    metrics=$(curl -s -o "$dir/metrics" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$admin_port/metrics")
+    [ "$metrics" = 200 ] && grep -q '^tokengate_' "$dir/metrics" || die "the admin listener's /metrics answered $metrics"
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://127.0.0.1:$tg_port/metrics")" = 404 ] \
+        || die "the public port serves /metrics"
+    curl -s --max-time 10 "http://127.0.0.1:$admin_port/readyz" | grep -q '"database":"ok"' || die "the admin /readyz names no database check"
+    say "admin listener on 127.0.0.1:$admin_port: /metrics and the detailed /readyz; the public port answers /metrics 404"
     for path in /healthz /readyz; do
         local status
         status=$(curl -s -o "$dir/body" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$tg_port$path")

@@ -38,7 +38,8 @@ import Yams
         let documents = try Yams.load_all(yaml: Self.text("kubernetes/tokengate.yaml")).compactMap { $0 as? [String: Any] }
         func document(_ kind: String) throws -> [String: Any] { try #require(documents.first { $0["kind"] as? String == kind }) }
         #expect(
-            Set(documents.compactMap { $0["kind"] as? String }) == ["Secret", "ConfigMap", "Job", "Deployment", "Service", "PodDisruptionBudget"]
+            Set(documents.compactMap { $0["kind"] as? String })
+                == ["Secret", "ConfigMap", "Job", "Deployment", "Service", "NetworkPolicy", "PodDisruptionBudget"]
         )
 
         let deployment = try #require(try document("Deployment")["spec"] as? [String: Any])
@@ -61,6 +62,31 @@ import Yams
         let read = configuration.components(separatedBy: "/etc/tokengate/secrets/").dropFirst().map { String($0.prefix { $0 != " " && $0 != "}" }) }
         #expect(!read.isEmpty && Set(read).isSubset(of: keys), "\(read) not all in \(keys)")
         try Self.loads(configuration, secretsAt: "/etc/tokengate/secrets/")
+    }
+
+    /// Prometheus scrapes the admin listener (the public port answers /metrics 404); the probes stay
+    /// on the public port; no Service exposes the admin port, and only monitoring may reach it.
+    @Test func metricsAreScrapedFromTheAdminPortWhichNoServiceExposes() throws {
+        let documents = try Yams.load_all(yaml: Self.text("kubernetes/tokengate.yaml")).compactMap { $0 as? [String: Any] }
+        func document(_ kind: String) throws -> [String: Any] { try #require(documents.first { $0["kind"] as? String == kind }) }
+        let template = try #require((try document("Deployment")["spec"] as? [String: Any])?["template"] as? [String: Any])
+        let annotations = try #require((template["metadata"] as? [String: Any])?["annotations"] as? [String: String])
+        let container = try #require(((template["spec"] as? [String: Any])?["containers"] as? [[String: Any]])?.first)
+        let ports = try #require(container["ports"] as? [[String: Any]])
+        let admin = try #require(ports.first { $0["name"] as? String == "admin" }?["containerPort"] as? Int)
+        #expect(annotations["prometheus.io/port"] == String(admin) && annotations["prometheus.io/path"] == "/metrics")
+        for probe in ["livenessProbe", "readinessProbe"] {
+            #expect(((container[probe] as? [String: Any])?["httpGet"] as? [String: Any])?["port"] as? String == "http", "\(probe)")
+        }
+        let servicePorts = try #require((try document("Service")["spec"] as? [String: Any])?["ports"] as? [[String: Any]])
+        #expect(servicePorts.allSatisfy { $0["targetPort"] as? String == "http" })
+        let rules = try #require((try document("NetworkPolicy")["spec"] as? [String: Any])?["ingress"] as? [[String: Any]])
+        let adminRule = try #require(rules.first { ($0["ports"] as? [[String: Any]])?.contains { $0["port"] as? String == "admin" } == true })
+        #expect(adminRule["from"] != nil)
+        // The image listens there: its ENV sets the admin listener to every interface, port 9090.
+        let containerfile = try Self.text("container/Containerfile")
+        #expect(containerfile.contains("TOKENGATE_ADMIN_HOST=0.0.0.0 TOKENGATE_ADMIN_PORT=\(admin)"))
+        #expect(containerfile.contains("EXPOSE 8080 \(admin)"))
     }
 
     @Test func theComposeFileMigratesBeforeServingAndShipsAValidConfiguration() throws {
