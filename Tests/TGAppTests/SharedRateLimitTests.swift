@@ -81,6 +81,19 @@ import Testing
         }
     }
 
+    @Test func anInstanceRemembersOnlyTheAddressesOfTheLastFewSeconds() async throws {
+        try await TestDatabase.withFreshDatabase(migrations: SchemaMigrations.all) { database, _ in
+            let clock = ManualClock()
+            let limiter = RateLimiter(scope: "login", perMinute: 60, store: Store(database: database).rateLimits, now: { clock.now })
+            for index in 0..<100 { #expect(await Self.admit(limiter, "198.51.100.\(index)") == nil) }
+            #expect(limiter.remembered == 100)
+            // Their leases lapse after a second; a few seconds on, the next request forgets them.
+            clock.advance(by: 6)
+            #expect(await Self.admit(limiter, "198.51.100.200") == nil)
+            #expect(limiter.remembered == 1)
+        }
+    }
+
     @Test func withoutTheDatabaseEachInstanceStillLimitsOnItsOwn() async throws {
         var configuration = PostgresClient.Configuration(url: "postgresql://tokengate@127.0.0.1:\(try freeLoopbackPort())/none")
         configuration.connectTimeout = .seconds(1)

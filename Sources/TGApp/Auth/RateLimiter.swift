@@ -121,6 +121,9 @@ final class RateLimiter: @unchecked Sendable {
         max(1, Int((max(0, 1 - result.remaining) / (Double(perMinute) / 60)).rounded(.up)))
     }
 
+    /// Addresses this instance holds a lease or a refusal for (tests).
+    var remembered: Int { lock.withLock { leases.count } }
+
     private enum Step {
         case decided(Int?)
         case wait(Task<Void, Never>)
@@ -178,9 +181,10 @@ final class RateLimiter: @unchecked Sendable {
         }
     }
 
-    /// Forgets lapsed leases and refusals once a minute, so memory stays bounded. Lock held.
+    /// Forgets lapsed leases and refusals every few lease lifetimes, so memory holds the addresses
+    /// of the last few seconds only, however many come and go. Lock held.
     private func pruneIfDue(_ now: Date) {
-        guard now.timeIntervalSince(lastPrune) > 60 else { return }
+        guard now.timeIntervalSince(lastPrune) > leaseLifetime * 5 else { return }
         leases = leases.filter { $0.value.expires > now || $0.value.refusedUntil > now }
         lastPrune = now
     }
