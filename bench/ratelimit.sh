@@ -15,7 +15,10 @@
 # memory: cheaper still). Client addresses are X-Forwarded-For values from the loopback peer,
 # a trusted proxy here; nothing leaves loopback.
 #
-#   bench/ratelimit.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS]
+#   bench/ratelimit.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS] [ROUTE]
+#
+# ROUTE `login` measures GET /auth/login instead (a pending login stored, 302 to the provider): a
+# limited request that does its own database work, as real ones do.
 #
 # Prints medians of req/s, p99 and CPU per request (TokenGate's, and PostgreSQL's), the takes and
 # the statements the limiter ran per request, and the ratios to the unlimited path and to nginx.
@@ -25,6 +28,12 @@ cd "$(dirname "$0")/.."
 duration=${1:-10}
 connections=${2:-64}
 rounds=${3:-3}
+route=${4:-token}
+case $route in
+    token) limit=token_rate_limit_per_minute path=/auth/token expected=400 method=POST ;;
+    login) limit=login_rate_limit_per_minute path="/auth/login?client_id=bench-app&redirect_uri=com.example.app%3A%2Fcb&response_type=code&state=s&code_challenge_method=S256&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM" expected=302 method=GET ;;
+    *) echo "bench: ROUTE is token or login" >&2; exit 2 ;;
+esac
 EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
 release_build tokengate
 
@@ -47,19 +56,19 @@ for variant in unlimited memory shared; do
     port=${!port_var}
     case $variant in
         unlimited) options="trusted_proxies: [127.0.0.1/32]" ;;
-        memory) options="trusted_proxies: [127.0.0.1/32], token_rate_limit_per_minute: 600000, rate_limit_store: memory" ;;
-        shared) options="trusted_proxies: [127.0.0.1/32], token_rate_limit_per_minute: 600000" ;;
+        memory) options="trusted_proxies: [127.0.0.1/32], $limit: 600000, rate_limit_store: memory" ;;
+        shared) options="trusted_proxies: [127.0.0.1/32], $limit: 600000" ;;
     esac
     mkdir -p "$work/$variant"
     bench_configuration "$work/$variant/tokengate.yaml" "$port" "$database_url" $MOCK_PORT "$options"
-    # bench_configuration sets the token limit to 0; a variant with its own drops that key.
-    if [ "$variant" != unlimited ]; then sed -i 's/token_rate_limit_per_minute: 0, //' "$work/$variant/tokengate.yaml"; fi
+    # bench_configuration sets the limit to 0; a variant with its own drops that key.
+    if [ "$variant" != unlimited ]; then sed -i "s/$limit: 0, //" "$work/$variant/tokengate.yaml"; fi
     # The shared instance's admin listener serves /metrics (the limiter's takes and statements).
     TOKENGATE_ADMIN_PORT=$([ "$variant" = shared ] && echo $SHARED_ADMIN_PORT || echo 0) start_tokengate "$work/$variant" "$port"
     tg_pids[$variant]=$tg_pid
 done
-code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$SHARED_PORT/auth/token")
-[ "$code" = 400 ] || { echo "bench: /auth/token answered $code" >&2; exit 1; }
+code=$(curl -s -o /dev/null -w '%{http_code}' -X "$method" "http://127.0.0.1:$SHARED_PORT$path")
+[ "$code" = "$expected" ] || { echo "bench: $method $path answered $code" >&2; exit 1; }
 
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # PostgreSQL's CPU: the postmaster's, its live backends' and what its exited children used.
@@ -80,7 +89,7 @@ takes() { curl -s "http://127.0.0.1:$SHARED_ADMIN_PORT/metrics" | awk -v m="toke
 measured() {
     local pid=$1 port=$2 mode=$3 before after pg_before pg_after tb ta sb sa rps p50 p99 err
     before=$(cpu "$pid") pg_before=$(pg_cpu) tb=$(takes takes) sb=$(takes statements)
-    read -r rps p50 p99 err <<<"$(wrk_run "http://127.0.0.1:$port/auth/token" -s bench/ratelimit.lua -- "$mode")"
+    read -r rps p50 p99 err <<<"$(wrk_run "http://127.0.0.1:$port/auth/token" -s bench/ratelimit.lua -- "$mode" "$route")"
     after=$(cpu "$pid") pg_after=$(pg_cpu) ta=$(takes takes) sa=$(takes statements)
     awk -v r="$rps" -v p="$(ms "$p99")" -v b="$before" -v a="$after" -v pb="$pg_before" -v pa="$pg_after" \
         -v tb="$tb" -v ta="$ta" -v sb="$sb" -v sa="$sa" -v t="$ticks" -v d="$duration" -v shared="$([ "$port" = $SHARED_PORT ] && echo 1 || echo 0)" \
@@ -102,7 +111,7 @@ done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 n_rps=$(col "$work/nginx.txt" 1)
 u_rps=$(col "$work/unlimited.txt" 1)
-echo "Medians of $rounds rounds of ${duration}s, wrk -t2 -c$connections, POST /auth/token answered 400 ($(nproc) cores)."
+echo "Medians of $rounds rounds of ${duration}s, wrk -t2 -c$connections, $method ${path%%\?*} answered $expected (nginx: return 400) ($(nproc) cores)."
 printf '%-11s %9s %8s %10s %10s %10s %10s %8s %8s  %s\n' target req/s p99_ms tg_cpu_us pg_cpu_us takes/req stmts/req x_unlim x_nginx spread_req/s
 printf '%-11s %9.0f %8.3f %10s %10s %10s %10s %8s %8s  %s\n' nginx "$n_rps" "$(col "$work/nginx.txt" 2)" - - - - - 1.00 "$(awk '{print $1}' "$work/nginx.txt" | spread)"
 for v in "${variants[@]}"; do
