@@ -73,6 +73,9 @@ public struct Gateway: Sendable {
             throw SchemaMismatch(current: status.current, pending: status.pending.count, databaseIsNewer: status.databaseIsNewer)
         }
         let assembly = try TokenGateApp.assemble(configuration, database: database, providers: providers, logger: logger, clock: clock)
+        // Trapped before the first request can arrive: a SIGTERM that comes before the group runs
+        // waits in the sequence and still drains, instead of ending the process unhandled.
+        let signals = handlesSignals ? await UnixSignalsSequence(trapping: .sigterm, .sigint) : nil
         try listen(assembly.server, section: "server")
         do {
             try listen(assembly.admin, section: "admin")
@@ -98,8 +101,8 @@ public struct Gateway: Sendable {
             ServerService(assembly: assembly, logger: logger),
         ]
         var configurations = services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }
-        if handlesSignals {
-            let handler = SignalHandler(assembly: assembly, logger: logger)
+        if let signals {
+            let handler = SignalHandler(assembly: assembly, signals: signals, logger: logger)
             services.append(handler)
             configurations.append(.init(service: handler, successTerminationBehavior: .gracefullyShutdownGroup))
         }
@@ -209,10 +212,12 @@ struct InvalidationFollower: Service {
 /// shuts the group down gracefully.
 struct SignalHandler: Service {
     let assembly: TokenGateApp.Assembly
+    /// Trapping since ``Gateway/start``, before the server listened.
+    let signals: UnixSignalsSequence
     let logger: Logger
 
     func run() async throws {
-        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let signals = signals
         let caught = await cancelWhenGracefulShutdown { () async -> UnixSignal? in
             for await signal in signals { return signal }
             return nil
