@@ -77,6 +77,10 @@ public enum TokenGateApp {
         settings.deviceIdleTTL = TimeInterval(sessions.deviceIdleTTLSeconds)
         settings.transferCodeTTL = TimeInterval(sessions.transferCodeTTLSeconds)
         settings.transferCodesPerDevice = sessions.transferCodesPerDevice
+        settings.rejectionValveCount = configuration.faults.rejectionValveCount
+        settings.rejectionValveWindow = TimeInterval(configuration.faults.rejectionValveWindowSeconds)
+        settings.rejectedGrantGrace = TimeInterval(configuration.faults.rejectedGrantGraceSeconds)
+        settings.clientCheckLifetime = TimeInterval(configuration.faults.clientCheckSeconds)
         settings.dpop.algorithms = configuration.dpop.algorithms.compactMap(JWSAlgorithm.init(rawValue:))
         settings.dpop.proofMaxAge = TimeInterval(configuration.dpop.proofMaxAgeSeconds)
         settings.dpop.requireNonce = configuration.dpop.requireNonce

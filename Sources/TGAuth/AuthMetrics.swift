@@ -1,4 +1,5 @@
 public import CoreMetrics
+import TGStore
 
 /// What the domain counts (docs/operations.md, "Metrics"), through swift-metrics: the app gives the factory
 /// (Prometheus in `serve`), tools and tests may leave it a no-op. Every label set is bounded:
@@ -15,6 +16,19 @@ public struct AuthMetrics: Sendable {
     func refreshed(provider: String, outcome: String) {
         Counter(label: "tokengate_upstream_refreshes_total", dimensions: [("provider", provider), ("outcome", outcome)], factory: factory)
             .increment()
+    }
+
+    /// An instance marked a provider failing as a whole (each failed attempt while it is):
+    /// `client` (it refuses TokenGate's client) or `rejections` (the safety valve).
+    func providerFault(_ provider: String, kind: ProviderFault.Kind) {
+        Counter(label: "tokengate_provider_faults_total", dimensions: [("provider", provider), ("kind", kind.rawValue)], factory: factory)
+            .increment()
+        providerFailing(provider, true)
+    }
+
+    /// 1 while this instance last saw the provider failing as a whole, 0 once it answered again.
+    func providerFailing(_ provider: String, _ failing: Bool) {
+        Gauge(label: "tokengate_provider_failing", dimensions: [("provider", provider)], factory: factory).record(failing ? 1 : 0)
     }
 
     /// A caller that found a refresh for its account and scopes already running and waited for it.

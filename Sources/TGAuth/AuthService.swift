@@ -1,3 +1,4 @@
+import Foundation
 public import Logging
 public import TGBase
 public import TGOIDC
@@ -23,7 +24,12 @@ public final class AuthService: Sendable {
     public let cache: CredentialCache
     let refreshes = SingleFlight<String, UpstreamAccessToken>()
     /// Grants this instance knows to be in their refresh backoff window.
-    let refreshBackoff = RefreshBackoff()
+    let refreshBackoff = BackoffWindows<UUID>()
+    /// Providers this instance knows to be failing as a whole, until their next attempt.
+    let providerBackoff = BackoffWindows<String>()
+    /// When this instance last wrote a provider's success for the safety valve, and last saw
+    /// its client accepted.
+    let providerMarks = ProviderMarks()
     /// Refresh outcomes, single-flight waits, sweeps.
     public let metrics: AuthMetrics
     /// Checks the DPoP proofs of apps whose tokens are key-bound (RFC 9449).

@@ -38,6 +38,19 @@ public struct AuthSettings: Sendable {
     public var revocationMaxAge: TimeInterval = 7 * 86400
     /// How long a call waits for another instance's refresh of the same grant before 503.
     public var grantLockWait: TimeInterval = 30
+    /// The safety valve (docs/proxy.md, "When the provider refuses the refresh"): when this many
+    /// distinct grants of one provider are rejected within ``rejectionValveWindow`` with no
+    /// success between, the provider is believed at fault, not the grants: no more accounts are
+    /// ended, and those ended in the window come back on its next success. 0 turns it off.
+    public var rejectionValveCount = 20
+    public var rejectionValveWindow: TimeInterval = 60
+    /// A rejected grant's account stays (stale, its sessions suspended, the grant kept) this long
+    /// before the sweeper removes it and revokes the grant: long enough for the valve to restore it.
+    public var rejectedGrantGrace: TimeInterval = 86400
+    /// A provider's client seen accepted by ``OpenIDProvider/checkClient()`` is believed so this long.
+    public var clientCheckLifetime: TimeInterval = 60
+    /// The one attempt at a failing provider holds off every other caller at most this long.
+    public var providerAttemptHold: TimeInterval = 30
     /// How DPoP proofs are checked, for the apps whose tokens are bound (``AppClient/dpop``).
     public var dpop = DPoPSettings()
 

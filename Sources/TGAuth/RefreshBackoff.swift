@@ -1,22 +1,23 @@
 import Foundation
 import Synchronization
 
-/// The grants this instance saw fail a refresh transiently, with the end of their backoff
-/// window: calls within it are answered without asking the provider or the database. The
-/// window itself lives in `upstream_grants.refresh_retry_at`, shared by all instances; this is
-/// only its copy in memory.
-final class RefreshBackoff: Sendable {
-    private let windows = Mutex<[UUID: Date]>([:])
+/// What this instance saw fail with the end of its backoff window: grants (by account) whose
+/// refresh failed transiently, providers failing as a whole. Calls within a window are answered
+/// without asking the provider or the database. The windows themselves live in PostgreSQL
+/// (`upstream_grants.refresh_retry_at`, `provider_faults.retry_at`), shared by all instances;
+/// this is only their copy in memory.
+final class BackoffWindows<Key: Hashable & Sendable>: Sendable {
+    private let windows = Mutex<[Key: Date]>([:])
 
-    func until(_ account: UUID) -> Date? { windows.withLock { $0[account] } }
+    func until(_ key: Key) -> Date? { windows.withLock { $0[key] } }
 
-    func hold(_ account: UUID, until date: Date) {
+    func hold(_ key: Key, until date: Date) {
         windows.withLock { windows in
             // Bounded: a flood of distinct failing grants cannot grow it without end.
             if windows.count >= 10_000 { windows.removeAll() }
-            windows[account] = date
+            windows[key] = date
         }
     }
 
-    func clear(_ account: UUID) { _ = windows.withLock { $0.removeValue(forKey: account) } }
+    func clear(_ key: Key) { _ = windows.withLock { $0.removeValue(forKey: key) } }
 }

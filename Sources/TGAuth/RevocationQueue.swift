@@ -78,9 +78,11 @@ extension AuthService {
         do {
             return try await provider.revoke(refreshToken: refreshToken, policy: provider.knownPolicy(entry.policy)) ? .revoked : .notSupported
         } catch {
-            if case .grantRejected = error.kind {
+            switch error.kind {
+            case .grantRejected, .unclearRejection:
                 // The provider refuses it as invalid (already revoked, expired): nothing is left alive.
                 return .revoked
+            default: break
             }
             logger.notice(
                 "upstream revocation failed; queued for a retry",

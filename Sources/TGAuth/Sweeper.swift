@@ -60,10 +60,14 @@ extension AuthService {
         }
         // Replay answers outlive their grace window only until here.
         try await store.sessions.clearReplays(rotatedBefore: now.addingTimeInterval(-settings.refreshReplayGrace))
-        // Accounts the IdP rejected, or that nothing holds any more, or unused past the idle lifetime.
+        // Accounts the IdP rejected (past their grace period), or that nothing holds any more, or
+        // unused past the idle lifetime.
         let idleSince = now.addingTimeInterval(-settings.sessionIdleTTL)
         while true {
-            let (removed, queued) = try await removeAccounts(.sweepable(idleSince: idleSince, limit: limit), now: now)
+            let (removed, queued) = try await removeAccounts(
+                .sweepable(idleSince: idleSince, staleBefore: now.addingTimeInterval(-settings.rejectedGrantGrace), limit: limit),
+                now: now
+            )
             report.accounts += removed
             report.upstreamRevocations += await revoke(queued).count { $0 == .revoked }
             if removed < limit { break }

@@ -59,6 +59,11 @@ extension AuthService {
             refreshBackoff.hold(account.id, until: retryAt)
             return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
         }
+        // A provider failing as a whole is asked once per window, by one caller of all instances.
+        let fault = grant.providerFault
+        if let retryAt = try await providerAttempt(account.provider, fault: fault, now: now) {
+            return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+        }
         guard let provider = providers[account.provider] else {
             logger.error("an account's provider is not configured any more", metadata: ["provider": .string(account.provider)])
             return .providerUnavailable(retryAfter: 60)
@@ -71,7 +76,7 @@ extension AuthService {
             refreshed = try await provider.refresh(refreshToken, scopes: scopes.isEmpty ? nil : scopes, policy: policy, subject: account.subject)
         } catch {
             metrics.refreshed(provider: account.provider, outcome: "\(error.classification)")
-            return try await settle(error, account: account, scopeKey: scopeKey, failures: grant.refreshFailures, now: now)
+            return try await settle(error, provider: provider, account: account, grant: grant, scopeKey: scopeKey, now: now)
         }
         metrics.refreshed(provider: account.provider, outcome: "ok")
         let tokens = refreshed.tokens
@@ -89,49 +94,62 @@ extension AuthService {
         onRotation(rotation)
         guard try await store.transaction({ try await write(rotation, now: now, in: $0) }) else { return .grantRejected }
         refreshBackoff.clear(account.id)
+        await providerRefreshed(account.provider, fault: fault, now: now)
         return .token(rotation.token)
     }
 
-    /// What a failed refresh means for the grant (docs/proxy.md "When the provider refuses the
-    /// refresh"): a rejection ends the account; a refused scope fails this call only; anything
-    /// else keeps the grant and starts (or lengthens) its backoff window, for every instance.
+    /// What a failed refresh means (docs/proxy.md "When the provider refuses the refresh"): a
+    /// rejection of the grant ends the account (unless the safety valve holds); a refusal of
+    /// TokenGate's client keeps every grant and backs off the provider as a whole; an unclear
+    /// refusal is settled by asking about the client alone; a refused scope fails this call
+    /// only; anything else keeps the grant and starts (or lengthens) its backoff window, for
+    /// every instance.
     private func settle(
         _ error: OIDCError,
+        provider: OpenIDProvider,
         account: AccountSummary,
+        grant: StoredGrant,
         scopeKey: String,
-        failures: Int,
         now: Date
     ) async throws -> UpstreamRefreshOutcome {
-        let metadata: Logger.Metadata = ["provider": .string(account.provider), "reason": .string(error.description)]
+        let fault = grant.providerFault
         switch error.classification {
         case .fatal:
-            if case .clientRejected = error.kind {
-                logger.error("the provider refused TokenGate's client: check client_id, the secret or key, and the registration", metadata: metadata)
+            return try await grantRejected(account, reason: error.description, fault: fault, now: now)
+        case .clientRefused:
+            return try await providerRefusedClient(account, reason: error.description, now: now)
+        case .unclear:
+            switch await checkClient(provider, fault: fault, now: now) {
+            case .accepted, .cannotTell:
+                return try await grantRejected(account, reason: error.description, fault: fault, now: now)
+            case .refused(let why):
+                return try await providerRefusedClient(account, reason: "\(error.description); \(why)", now: now)
+            case .unavailable:
+                return try await backOffGrant(account, error: error, failures: grant.refreshFailures, now: now)
             }
-            let ended = try await store.transaction { try await $0.accounts.markStale(account.id, reason: error.description, now: now) }
-            logger.notice(
-                "the provider rejected an account's grant: account stale, sessions ended",
-                metadata: ["account": .string(account.id.uuidString.lowercased()), "sessions_ended": .stringConvertible(ended)]
-            )
-            return .grantRejected
         case .scopeRefused:
             logger.notice(
                 "the provider refused the scopes of an upstream token; the grant is kept",
-                metadata: metadata.merging(["scopes": .string(scopeKey)]) { $1 }
+                metadata: ["provider": .string(account.provider), "reason": .string(error.description), "scopes": .string(scopeKey)]
             )
             return .scopeRefused
         case .transient, .failed:
-            var window = min(settings.upstreamRefreshBackoffMax, settings.upstreamRefreshBackoffBase * pow(2, Double(min(failures, 20))))
-            if case .providerUnavailable(let retryAfter?) = error.kind { window = max(window, Double(retryAfter.components.seconds)) }
-            let retryAt = now.addingTimeInterval(window)
-            try await store.accounts.recordRefreshFailure(account.id, retryAt: retryAt)
-            refreshBackoff.hold(account.id, until: retryAt)
-            logger.notice(
-                "upstream refresh failed; the grant is kept",
-                metadata: metadata.merging(["retry_after": .stringConvertible(Int(window))]) { $1 }
-            )
-            return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+            return try await backOffGrant(account, error: error, failures: grant.refreshFailures, now: now)
         }
+    }
+
+    /// Keeps the grant and starts (or lengthens) its own backoff window, for every instance.
+    private func backOffGrant(_ account: AccountSummary, error: OIDCError, failures: Int, now: Date) async throws -> UpstreamRefreshOutcome {
+        var window = min(settings.upstreamRefreshBackoffMax, settings.upstreamRefreshBackoffBase * pow(2, Double(min(failures, 20))))
+        if case .providerUnavailable(let retryAfter?) = error.kind { window = max(window, Double(retryAfter.components.seconds)) }
+        let retryAt = now.addingTimeInterval(window)
+        try await store.accounts.recordRefreshFailure(account.id, retryAt: retryAt)
+        refreshBackoff.hold(account.id, until: retryAt)
+        logger.notice(
+            "upstream refresh failed; the grant is kept",
+            metadata: ["provider": .string(account.provider), "reason": .string(error.description), "retry_after": .stringConvertible(Int(window))]
+        )
+        return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
     }
 
     /// Whole seconds from `now` to `date`, at least 1 (a `Retry-After`).

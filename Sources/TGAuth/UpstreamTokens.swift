@@ -102,7 +102,7 @@ extension AuthService {
         let margin = refreshMargin(token)
         guard left > margin else { return nil }
         if left > 2 * margin { return token }
-        if let retryAt = refreshBackoff.until(account.id), retryAt > now { return token }
+        if let retryAt = backoff(account, now: now), retryAt > now { return token }
         refreshes.start(Self.flightKey(account.id, scopeKey)) { [self] in
             do {
                 return try await obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: nil, ahead: true)
@@ -117,6 +117,13 @@ extension AuthService {
             }
         }
         return token
+    }
+
+    /// The end of the backoff window this instance knows for the account's grant or its whole
+    /// provider, if one is running at `now`.
+    func backoff(_ account: AccountSummary, now: Date) -> Date? {
+        let windows = [refreshBackoff.until(account.id), providerBackoff.until(account.provider)].compactMap { $0 }.filter { $0 > now }
+        return windows.max()
     }
 
     /// Scopes in a canonical order, the key of the token cache (``UpstreamScopes/key``).
@@ -177,7 +184,7 @@ extension AuthService {
                 }
                 fallback = fallback ?? stored
             }
-            if let retryAt = refreshBackoff.until(account.id), retryAt > now {
+            if let retryAt = backoff(account, now: now) {
                 outcome = .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
             } else {
                 // One refresh per grant across instances: the grant's advisory lock, held on a

@@ -5,14 +5,20 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
         /// The provider refused the grant for good: a new interactive login is the only way on
         /// (`invalid_grant`, `interaction_required`, `login_required`, `account_selection_required`,
-        /// or any other 4xx of the token endpoint but 429, with or without a JSON body: glewlwyd
-        /// answers a revoked refresh token with 400 and nothing else). The stored grant is dead.
-        /// `code` is the OAuth error code, or `HTTP <status>` when the answer had none.
+        /// or another OAuth error code of a 4xx answer but 429). The stored grant is dead.
         case grantRejected(code: String)
-        /// The provider refused TokenGate's client (`invalid_client`, `unauthorized_client`): no
-        /// grant of this client can be used, so it is a rejection too, and an operator must check
-        /// the client's credentials and registration.
+        /// The provider refused TokenGate's client (`invalid_client`, `unauthorized_client`), or
+        /// refused the request without an OAuth error at all (401, 403, 404, 405… with an empty
+        /// or HTML body: a firewall, a moved tenant, a wrong endpoint). Nothing is concluded about
+        /// any grant: the provider or TokenGate's configuration is at fault, and an operator must
+        /// check the client's credentials, registration and endpoints. `code` is the OAuth error
+        /// code, or `HTTP <status>` when the answer had none.
         case clientRejected(code: String)
+        /// A 400 without an OAuth error body. glewlwyd answers both a revoked refresh token and a
+        /// wrong client secret that way, so the answer alone cannot tell whether the grant or the
+        /// client is refused: ask the provider something that only checks the client
+        /// (``OpenIDProvider/checkClient()``) before concluding.
+        case unclearRejection(code: String)
         /// The provider refused the scopes asked for (`invalid_scope`, `consent_required`, or
         /// Entra's `suberror: consent_required`), not the grant: that one request fails.
         case scopeRefused(code: String)
@@ -42,6 +48,11 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Classification: Sendable, Hashable {
         /// The grant is dead: mark the account stale, end its sessions, answer `interaction_required`.
         case fatal
+        /// The provider refuses TokenGate itself: keep every grant, back off the provider as a
+        /// whole, answer 503, and tell the operator which setting to check.
+        case clientRefused
+        /// Either of the two: check the client before concluding (``OIDCError/Kind/unclearRejection(code:)``).
+        case unclear
         /// The scopes asked for were refused: fail this request only, keep the grant.
         case scopeRefused
         /// Keep the grant and answer 503 with `Retry-After`.
@@ -58,7 +69,9 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var classification: Classification {
         switch kind {
-        case .grantRejected, .clientRejected: .fatal
+        case .grantRejected: .fatal
+        case .clientRejected: .clientRefused
+        case .unclearRejection: .unclear
         case .scopeRefused: .scopeRefused
         case .providerUnavailable: .transient
         case .invalidResponse, .invalidIDToken, .invalidLogoutToken, .misconfigured, .invalidRequest, .authorizationFailed, .issuerMismatch: .failed
@@ -81,7 +94,9 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
         switch kind {
         case .grantRejected(let code): "identity provider rejected the grant (\(code))"
         case .clientRejected(let code):
-            "identity provider rejected TokenGate's client (\(code)): check the provider's client_id, secret or key, and registration"
+            "identity provider rejected TokenGate's client (\(code)): check the provider's client_id, secret or key, "
+                + "registration and endpoints"
+        case .unclearRejection(let code): "identity provider refused the refresh without saying why (\(code))"
         case .scopeRefused(let code): "identity provider refused the requested scopes (\(code))"
         case .providerUnavailable(let retryAfter):
             "identity provider unavailable" + (retryAfter.map { " (retry after \($0.components.seconds) s)" } ?? "")

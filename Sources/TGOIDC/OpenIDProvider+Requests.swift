@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 public import TGBase
+import TGCrypto
 import TGHTTPClient
 
 /// The provider's responses are small; anything larger is refused rather than buffered.
@@ -18,6 +19,41 @@ extension OpenIDProvider {
         // RFC 7009 §2.2: 200 also for a token that was already invalid.
         guard status == 200 else { throw ErrorResponse.classify(status: status, body: body, retryAfter: retryAfter) }
         return true
+    }
+
+    /// What the provider says of TokenGate's client alone, asked without touching any grant.
+    public enum ClientCheck: Sendable, Equatable {
+        /// The client authenticated: a refusal of a refresh was about the grant.
+        case accepted
+        /// The client was refused (why, safe to log): the provider or the configuration is at fault.
+        case refused(String)
+        /// The provider could not answer now.
+        case unavailable
+        /// The provider has no endpoint to ask, or its answer tells neither way.
+        case cannotTell
+    }
+
+    /// Asks whether the provider accepts TokenGate's client credentials, with a call that checks
+    /// the client and nothing else: revocation (RFC 7009) of a random token that was never
+    /// issued, which a provider answers 200 once the client authenticated (§2.2) and 401 (or
+    /// `invalid_client`) when it did not. glewlwyd answers a refresh with a wrong secret exactly
+    /// as one with a revoked grant, but tells the two apart here.
+    public func checkClient() async -> ClientCheck {
+        let metadata: ProviderMetadata
+        do { metadata = try await self.metadata() } catch { return error.classification == .transient ? .unavailable : .cannotTell }
+        guard let endpoint = metadata.revocationEndpoint else { return .cannotTell }
+        let form: [(name: String, value: String)] = [("token", SecureRandom.token()), ("token_type_hint", "refresh_token")]
+        let answer: (status: Int, body: [UInt8], retryAfter: String?)
+        do { answer = try await post(form, to: endpoint, authenticated: true) } catch {
+            return error.classification == .transient ? .unavailable : .cannotTell
+        }
+        if answer.status == 200 { return .accepted }
+        let error = ErrorResponse.classify(status: answer.status, body: answer.body, retryAfter: answer.retryAfter)
+        switch error.classification {
+        case .clientRefused: return .refused("the revocation endpoint refused the client too (HTTP \(answer.status))")
+        case .transient: return .unavailable
+        default: return .cannotTell
+        }
     }
 
     /// `policy` if this provider still has it (B2C policy names are case-insensitive), else nil

@@ -67,7 +67,11 @@ public struct TokenResponse: Sendable, Hashable {
 enum ErrorResponse {
     /// The rule for an answer of the token endpoint (and revocation, UserInfo) that is not a
     /// success: 429, 5xx and the "try later" codes are transient; a refused scope is its own
-    /// case; every other 4xx, whatever its body (none, HTML, unknown JSON), rejects the grant.
+    /// case; `invalid_client` and `unauthorized_client` refuse the client. Without an OAuth
+    /// error body (none, HTML, unknown JSON) a 400 is unclear (glewlwyd's answer to a revoked
+    /// grant and to a wrong secret alike) and every other 4xx refuses the client: no provider
+    /// answers a dead grant with 401, 403 or 404 and nothing else, but a firewall, a moved tenant
+    /// or a wrong endpoint does (docs/proxy.md, "When the provider refuses the refresh").
     static func classify(status: Int, body: [UInt8], retryAfter: String?) -> OIDCError {
         let retry = retryAfter.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { Duration.seconds(max(0, min($0, 3600))) }
         if status == 429 || status >= 500 || status < 400 {
@@ -75,7 +79,7 @@ enum ErrorResponse {
         }
         let json = JSONValue(parsing: body)
         guard let code = json?["error"]?.stringValue, Self.isErrorCode(code) else {
-            return OIDCError(.grantRejected(code: "HTTP \(status)"))
+            return OIDCError(status == 400 ? .unclearRejection(code: "HTTP 400") : .clientRejected(code: "HTTP \(status)"))
         }
         if OIDCError.transientCodes.contains(code) { return OIDCError(.providerUnavailable(retryAfter: retry)) }
         if OIDCError.scopeCodes.contains(code) { return OIDCError(.scopeRefused(code: code)) }

@@ -15,6 +15,8 @@ public struct StoredGrant: Sendable {
     public var forcedRefreshAt: Date?
     /// The account's state (`active` or `stale`).
     public var accountState: String
+    /// What every instance knows of the grant's provider failing as a whole (nil: nothing).
+    public var providerFault: ProviderFault?
 }
 
 /// A new or replaced grant.
@@ -88,9 +90,10 @@ public struct StoredAccessToken: Sendable {
 public enum AccountRemoval: Sendable {
     /// Those of `ids` that no session holds and no unredeemed, unexpired handoff code waits for.
     case withoutSessions([UUID])
-    /// What the sweeper removes: stale accounts, accounts unused since `idleSince`, and accounts
-    /// nothing holds; at most `limit`, skipping rows another transaction holds.
-    case sweepable(idleSince: Date, limit: Int)
+    /// What the sweeper removes: accounts stale since `staleBefore` (their grace period over),
+    /// active accounts unused since `idleSince`, and active accounts nothing holds; at most
+    /// `limit`, skipping rows another transaction holds.
+    case sweepable(idleSince: Date, staleBefore: Date, limit: Int)
 }
 
 /// The `accounts` table with each account's grant (`upstream_grants`) and its upstream access
@@ -103,12 +106,19 @@ public struct AccountStore: Sendable {
     /// Creates the account of (provider, issuer, subject), or brings it back to active with
     /// fresh display claims (a JSON object as text). Returns its id.
     public func upsert(provider: String, issuer: String, tenant: String?, subject: String, claims: String, now: Date) async throws -> UUID {
+        // A stale account signing in again starts afresh: the sessions its rejected grant
+        // suspended stay ended, and the valve has nothing of it to restore.
         let rows = try await executor.query(
             """
+            WITH prior AS (SELECT id FROM accounts WHERE provider = \(provider) AND issuer = \(issuer) AND subject = \(subject)
+                             AND state = 'stale'),
+            suspended AS (DELETE FROM suspended_sessions WHERE account_id IN (SELECT id FROM prior)),
+            rejections AS (DELETE FROM grant_rejections WHERE account_id IN (SELECT id FROM prior))
             INSERT INTO accounts (provider, issuer, tenant, subject, claims, state, stale_reason, created_at, updated_at, last_used_at)
             VALUES (\(provider), \(issuer), \(tenant), \(subject), \(claims)::jsonb, 'active', NULL, \(now), \(now), \(now))
             ON CONFLICT (provider, issuer, subject) DO UPDATE SET tenant = EXCLUDED.tenant, claims = EXCLUDED.claims,
-              state = 'active', stale_reason = NULL, updated_at = EXCLUDED.updated_at, last_used_at = EXCLUDED.last_used_at
+              state = 'active', stale_reason = NULL, stale_at = NULL, updated_at = EXCLUDED.updated_at,
+              last_used_at = EXCLUDED.last_used_at
             RETURNING id
             """
         )
@@ -149,12 +159,44 @@ public struct AccountStore: Sendable {
     }
 
     /// The provider no longer honours the account's grant: the account turns stale, its sessions
-    /// and its stored access tokens go. Returns how many sessions ended.
+    /// end and its stored access tokens go. The sessions wait in `suspended_sessions`, unusable,
+    /// until the account is removed at the end of its grace period (the grant too is kept until
+    /// then), so that ``restore(provider:rejectedSince:now:)`` can bring them back. Run it in a
+    /// transaction. Returns how many sessions ended.
     public func markStale(_ id: UUID, reason: String, now: Date) async throws -> Int {
-        try await executor.query("UPDATE accounts SET state = 'stale', stale_reason = \(reason), updated_at = \(now) WHERE id = \(id)")
+        try await executor.query(
+            "UPDATE accounts SET state = 'stale', stale_reason = \(reason), stale_at = \(now), updated_at = \(now) WHERE id = \(id)"
+        )
+        try await executor.query("INSERT INTO suspended_sessions SELECT * FROM sessions WHERE account_id = \(id) ON CONFLICT DO NOTHING")
         let ended = try await executor.query("DELETE FROM sessions WHERE account_id = \(id)")
         try await executor.query("DELETE FROM upstream_access_tokens WHERE account_id = \(id)")
         return ended.affectedRows
+    }
+
+    /// The provider's rejections since `rejectedSince` were its fault, not the grants' (the
+    /// safety valve, docs/proxy.md): their accounts turn active again and their suspended
+    /// sessions that have not expired meanwhile come back. Run it in a transaction. Returns the
+    /// accounts restored.
+    public func restore(provider: String, rejectedSince: Date, now: Date) async throws -> [UUID] {
+        let rows = try await executor.query(
+            """
+            UPDATE accounts a SET state = 'active', stale_reason = NULL, stale_at = NULL, updated_at = \(now)
+            FROM grant_rejections r
+            WHERE r.account_id = a.id AND r.provider = \(provider) AND r.rejected_at >= \(rejectedSince) AND a.state = 'stale'
+            RETURNING a.id
+            """
+        )
+        let ids = try rows.rows.map { try $0.decode(UUID.self, "id") }
+        guard !ids.isEmpty else { return [] }
+        try await executor.query(
+            """
+            INSERT INTO sessions SELECT * FROM suspended_sessions
+            WHERE account_id = ANY(\(ids)) AND expires_at > \(now) AND absolute_expires_at > \(now) ON CONFLICT DO NOTHING
+            """
+        )
+        try await executor.query("DELETE FROM suspended_sessions WHERE account_id = ANY(\(ids))")
+        try await executor.query("DELETE FROM grant_rejections WHERE account_id = ANY(\(ids))")
+        return ids
     }
 
     /// Removes the accounts `removal` selects, in one statement that also moves their grants,
@@ -171,13 +213,14 @@ public struct AccountStore: Sendable {
                   AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
                                     AND h.expires_at > \(now))
                 """
-        case .sweepable(let idleSince, let limit):
+        case .sweepable(let idleSince, let staleBefore, let limit):
             condition = """
                 SELECT a.id FROM accounts a
-                WHERE a.state = 'stale' OR a.last_used_at <= \(idleSince)
-                   OR (NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
-                       AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
-                                         AND h.expires_at > \(now)))
+                WHERE (a.state = 'stale' AND (a.stale_at IS NULL OR a.stale_at <= \(staleBefore)))
+                   OR (a.state = 'active' AND (a.last_used_at <= \(idleSince)
+                       OR (NOT EXISTS (SELECT 1 FROM sessions s WHERE s.account_id = a.id)
+                           AND NOT EXISTS (SELECT 1 FROM handoff_codes h WHERE h.account_id = a.id AND h.redeemed_at IS NULL
+                                             AND h.expires_at > \(now)))))
                 LIMIT \(limit) FOR UPDATE SKIP LOCKED
                 """
         }
@@ -220,11 +263,15 @@ public struct AccountStore: Sendable {
     public func grant(_ account: UUID) async throws -> StoredGrant? {
         let rows = try await executor.query(
             """
-            SELECT g.refresh_token, g.version, g.policy, g.refresh_failures, g.refresh_retry_at, g.forced_refresh_at, a.state
-            FROM upstream_grants g JOIN accounts a ON a.id = g.account_id WHERE g.account_id = \(account)
+            SELECT g.refresh_token, g.version, g.policy, g.refresh_failures, g.refresh_retry_at, g.forced_refresh_at, a.state,
+              f.provider AS fault_provider, f.kind, f.reason, f.failing_since, f.retry_at, COALESCE(f.failures, 0) AS failures,
+              f.restore_from, f.client_checked_at
+            FROM upstream_grants g JOIN accounts a ON a.id = g.account_id LEFT JOIN provider_faults f ON f.provider = a.provider
+            WHERE g.account_id = \(account)
             """
         )
         guard let row = rows.first else { return nil }
+        let fault = try row.decode(String?.self, "fault_provider") == nil ? nil : try ProviderFault(row: row)
         return StoredGrant(
             refreshToken: try row.decode(SealedBlob.self, "refresh_token"),
             version: try row.decode(Int.self, "version"),
@@ -232,7 +279,8 @@ public struct AccountStore: Sendable {
             refreshFailures: try row.decode(Int.self, "refresh_failures"),
             refreshRetryAt: try row.decode(Date?.self, "refresh_retry_at"),
             forcedRefreshAt: try row.decode(Date?.self, "forced_refresh_at"),
-            accountState: try row.decode(String.self, "state")
+            accountState: try row.decode(String.self, "state"),
+            providerFault: fault
         )
     }
 

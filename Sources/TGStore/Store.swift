@@ -26,6 +26,7 @@ public final class Store: Sendable {
     public var transferCodes: TransferCodeStore { TransferCodeStore(.pool(database)) }
     public var logoutTokens: LogoutTokenStore { LogoutTokenStore(.pool(database)) }
     public var rateLimits: RateLimitStore { RateLimitStore(.pool(database)) }
+    public var providerFaults: ProviderFaultStore { ProviderFaultStore(.pool(database)) }
 
     /// Runs `body` holding PostgreSQL's session advisory lock `key` (one holder across every
     /// instance), or returns nil at once when another holds it. The lock is given back whatever
@@ -68,6 +69,7 @@ public struct StoreTransaction: Sendable {
     public var keys: KeyStore { KeyStore(.connection(connection)) }
     public var transferCodes: TransferCodeStore { TransferCodeStore(.connection(connection)) }
     public var logoutTokens: LogoutTokenStore { LogoutTokenStore(.connection(connection)) }
+    public var providerFaults: ProviderFaultStore { ProviderFaultStore(.connection(connection)) }
 }
 
 /// Where a store's statements run: a pooled connection per statement, or a transaction's.

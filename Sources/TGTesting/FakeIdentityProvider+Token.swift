@@ -61,6 +61,10 @@ extension FakeEndpoints {
             if case .failure(let answer) = outcome, answer.rejectsGrant, let status = state.settings.rejectedGrantEmptyBodyStatus {
                 return .failure(FakeAnswer(ServerResponse(status: HTTPResponse.Status(code: status))))
             }
+            // glewlwyd 2.7 answers a wrong client secret at /token the same way (/revoke says 401).
+            if case .failure(let answer) = outcome, answer.refusesClient, let status = state.settings.refusedClientEmptyBodyStatus {
+                return .failure(FakeAnswer(ServerResponse(status: HTTPResponse.Status(code: status))))
+            }
             return outcome
         }
         switch outcome {
@@ -81,7 +85,7 @@ extension FakeEndpoints {
         switch Self.authenticateClient(request, form: form, state: &state, now: now) {
         case .refused(let answer, let method):
             if let method { state.tokenAuthenticationMethods.append(method) }
-            return .failure(FakeAnswer(answer))
+            return .failure(FakeAnswer(answer, refusesClient: true))
         case .authenticated(let authenticated, let method):
             state.tokenAuthenticationMethods.append(method)
             client = authenticated
@@ -230,9 +234,12 @@ struct FakeAnswer: Error {
     var response: ServerResponse
     /// A refresh or code the provider does not honour (answered per `rejectedGrantAnswer`).
     var rejectsGrant = false
+    /// The client did not authenticate (answered per `refusedClientEmptyBodyStatus`).
+    var refusesClient = false
 
-    init(_ response: ServerResponse, rejectsGrant: Bool = false) {
+    init(_ response: ServerResponse, rejectsGrant: Bool = false, refusesClient: Bool = false) {
         self.response = response
         self.rejectsGrant = rejectsGrant
+        self.refusesClient = refusesClient
     }
 }

@@ -37,6 +37,10 @@ extension FakeIdentityProvider {
         /// rotated away) is answered with this status and an empty body, as glewlwyd does, instead
         /// of `invalid_grant` JSON.
         public var rejectedGrantEmptyBodyStatus: Int?
+        /// When set, `/token` answers a client that does not authenticate (a wrong secret) with
+        /// this status and an empty body, as glewlwyd 2.7 does, instead of 401 `invalid_client`;
+        /// `/revoke` still answers 401, so only a call there tells the two apart.
+        public var refusedClientEmptyBodyStatus: Int?
         /// When set, `/logout` enforces registration as real providers do: a
         /// `post_logout_redirect_uri` must be one of these and come with an `id_token_hint`, or
         /// the answer is 400 and nobody is sent anywhere.

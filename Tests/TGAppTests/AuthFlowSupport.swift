@@ -208,6 +208,22 @@ struct AuthFlowHarness {
         )
     }
 
+    /// Another instance on the same database, clock and provider, with its configuration changed
+    /// by `change` (its own provider clients: a wrong secret, as an operator's typo would be).
+    func startInstance(changing change: (inout TokenGateConfiguration) -> Void) async throws -> Instance {
+        var changed = configuration
+        change(&changed)
+        return try await Instance.start(
+            changed,
+            database: database,
+            databaseURL: databaseURL,
+            providers: try TokenGateApp.makeProviders(changed, httpClient: http),
+            clock: clock,
+            logs: logs,
+            port: try freeLoopbackPort()
+        )
+    }
+
     static func loadConfiguration(_ text: String) throws -> TokenGateConfiguration {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("tg-auth-\(UUID().uuidString).yaml").path
         try text.write(toFile: path, atomically: true, encoding: .utf8)

@@ -203,6 +203,23 @@ import Testing
         }
     }
 
+    @Test func theFaultsSectionHasSafeDefaultsTakesOverridesAndRefusesNonsense() throws {
+        let database = "database: { url: \"postgresql://127.0.0.1/x\" }\n"
+        let defaults = try ConfigurationLoader.load(path: try write(database, extension: "yaml"), environment: [:]).faults
+        #expect(defaults.rejectionValveCount == 20 && defaults.rejectionValveWindowSeconds == 60)
+        #expect(defaults.rejectedGrantGraceSeconds == 86400 && defaults.clientCheckSeconds == 60)
+        let overridden = try ConfigurationLoader.load(
+            path: try write(database + "faults: { rejection_valve_count: 50 }", extension: "yaml"),
+            environment: ["TOKENGATE_FAULTS_REJECTED_GRANT_GRACE_SECONDS": "3600"]
+        )
+        #expect(overridden.faults.rejectionValveCount == 50 && overridden.faults.rejectedGrantGraceSeconds == 3600)
+        let refused = problems(try write(database + "faults: { rejection_valve_window_seconds: 0, rejection_valve_count: -1 }", extension: "yaml"))
+        #expect(Set(refused.map(\.key)) == ["faults.rejection_valve_window_seconds", "faults.rejection_valve_count"])
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.load(path: try write(database + "faults: { valve: 3 }", extension: "yaml"), environment: [:])
+        }
+    }
+
     @Test func allowsPlainHTTPOnlyForLoopbackHosts() throws {
         let config = { (issuer: String) in
             """

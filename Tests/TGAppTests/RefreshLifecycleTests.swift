@@ -39,19 +39,6 @@ import Testing
         }
     }
 
-    /// A client secret changed at the provider makes the grant unusable: a rejection, and a log
-    /// line that tells the operator to look at the client's settings.
-    @Test func aClientTheProviderNoLongerAcceptsIsARejectionThatTellsTheOperator() async throws {
-        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
-            let token = try #require(try await harness.logIn()["access_token"] as? String)
-            harness.fake.misbehave(.error(code: "invalid_client", status: 401), grantType: "refresh_token")
-            let answer = try await harness.get("/api/graph/me", bearer: token)
-            #expect(answer.status == 401)
-            #expect(answer.json["code"] as? String == "interaction_required")
-            #expect(harness.logs.lines.contains { $0.contains("invalid_client") && $0.contains("client_id") })
-        }
-    }
-
     /// A provider that is down is asked once per grant per backoff window, by all instances
     /// together; callers meanwhile get 503 with the window's remaining time.
     @Test func anUnavailableProviderIsAskedOncePerGrantPerBackoffWindow() async throws {

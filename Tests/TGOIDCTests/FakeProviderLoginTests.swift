@@ -36,7 +36,7 @@ import Testing
         let fixture = try FakeProviderFixture.start(authentication: .clientSecretBasic(secret: "wrong"))
         let error = await oidcError { _ = try await fixture.logIn() }
         #expect(error == OIDCError(.clientRejected(code: "invalid_client")))
-        #expect(error?.classification == .fatal)
+        #expect(error?.classification == .clientRefused)
         await fixture.stop()
     }
 

@@ -58,13 +58,12 @@ import Testing
         }
     }
 
-    /// glewlwyd answers a refresh with a revoked or expired refresh token with 400 and an empty
-    /// body: any 4xx of the token endpoint that is not a rate limit means the grant is unusable.
-    @Test func classifiesEveryTokenEndpoint4xxButARateLimitAsARejectionWithOrWithoutABody() {
+    /// An OAuth error code that is not about the client, the scopes or "try later" rejects the
+    /// grant, whatever the status.
+    @Test func classifiesAnOAuthErrorOfAnyRejectingStatusAsARejectionOfTheGrant() {
         let answers: [(Int, String)] = [
-            (400, ""), (400, "not json"), (400, "<html>Bad Request</html>"), (401, ""), (403, "Forbidden"),
             (400, #"{"error":"something_new"}"#), (400, #"{"error":"invalid_grant","error_description":"revoked"}"#),
-            (400, #"{"error":42}"#), (404, ""), (410, ""),
+            (401, #"{"error":"invalid_grant"}"#), (403, #"{"error":"interaction_required"}"#),
         ]
         for (status, body) in answers {
             let error = ErrorResponse.classify(status: status, body: Array(body.utf8), retryAfter: nil)
@@ -72,13 +71,30 @@ import Testing
         }
     }
 
-    /// A changed or wrong client credential makes every grant unusable too; it is a rejection,
-    /// named so that the log tells the operator to check the client's settings.
-    @Test func classifiesAClientTheProviderNoLongerAcceptsAsARejection() {
-        for (status, code) in [(401, "invalid_client"), (400, "invalid_client"), (400, "unauthorized_client")] {
-            let error = ErrorResponse.classify(status: status, body: Array(#"{"error":"\#(code)"}"#.utf8), retryAfter: nil)
-            #expect(error == OIDCError(.clientRejected(code: code)))
-            #expect(error.classification == .fatal)
+    /// glewlwyd answers a revoked refresh token and a wrong client secret alike: 400, empty body.
+    /// A 400 without an OAuth error is therefore unclear until the client itself is checked.
+    @Test func classifiesA400WithoutAnOAuthErrorAsUnclear() {
+        for body in ["", "not json", "<html>Bad Request</html>", #"{"error":42}"#, #"{"message":"no"}"#] {
+            let error = ErrorResponse.classify(status: 400, body: Array(body.utf8), retryAfter: nil)
+            #expect(error == OIDCError(.unclearRejection(code: "HTTP 400")), "\(body) → \(error)")
+            #expect(error.classification == .unclear)
+        }
+    }
+
+    /// A changed or wrong client credential, a firewall's HTML page, a 404 after a tenant move:
+    /// the provider refuses TokenGate itself, not any grant. Named so that the log tells the
+    /// operator to check the client's settings.
+    @Test func classifiesARefusedClientAndAnyOther4xxWithoutAnOAuthErrorAsTheClientsFault() {
+        let answers: [(Int, String, String)] = [
+            (401, #"{"error":"invalid_client"}"#, "invalid_client"), (400, #"{"error":"invalid_client"}"#, "invalid_client"),
+            (400, #"{"error":"unauthorized_client"}"#, "unauthorized_client"), (401, "", "HTTP 401"),
+            (403, "<html><body>Request blocked</body></html>", "HTTP 403"), (404, "", "HTTP 404"), (405, "", "HTTP 405"),
+            (410, "Gone", "HTTP 410"),
+        ]
+        for (status, body, code) in answers {
+            let error = ErrorResponse.classify(status: status, body: Array(body.utf8), retryAfter: nil)
+            #expect(error == OIDCError(.clientRejected(code: code)), "HTTP \(status) \(body) → \(error)")
+            #expect(error.classification == .clientRefused)
             #expect(error.description.contains("client"))
         }
     }

@@ -105,7 +105,7 @@ import Testing
             try await f.session(device: try await f.device(), account: active)
             _ = try await f.store.accounts.markStale(stale, reason: "test", now: f.now)
             let (removed, queued) = try await f.store.accounts.remove(
-                .sweepable(idleSince: f.now.addingTimeInterval(-60), limit: 10),
+                .sweepable(idleSince: f.now.addingTimeInterval(-60), staleBefore: f.now, limit: 10),
                 giveUpAt: f.now.addingTimeInterval(86400),
                 now: f.now
             )
@@ -201,7 +201,7 @@ import Testing
         try await StoreFixture.run { f in
             for subject in ["a", "b"] { _ = try await f.account(subject) }
             _ = try await f.store.accounts.remove(
-                .sweepable(idleSince: f.now.addingTimeInterval(1), limit: 10),
+                .sweepable(idleSince: f.now.addingTimeInterval(1), staleBefore: f.now, limit: 10),
                 giveUpAt: f.now.addingTimeInterval(3600),
                 now: f.now
             )

@@ -14,6 +14,7 @@ extension ConfigurationLoader {
         "sessions": Set(Config.Sessions.CodingKeys.allCases.map(\.rawValue)),
         "sweeper": Set(Config.Sweeper.CodingKeys.allCases.map(\.rawValue)),
         "dpop": Set(Config.DPoP.CodingKeys.allCases.map(\.rawValue)),
+        "faults": Set(Config.Faults.CodingKeys.allCases.map(\.rawValue)),
     ]
 
     /// Known keys of the elements of each list.

@@ -81,12 +81,24 @@ struct ConfigurationValidator {
         if c.server.callbackRateLimitPerMinute < 0 { problem("server.callback_rate_limit_per_minute", "must be 0 (no limit) or more") }
         if c.server.tokenRateLimitPerMinute < 0 { problem("server.token_rate_limit_per_minute", "must be 0 (no limit) or more") }
         checkDPoP(c.dpop)
+        checkFaults(c.faults)
         if c.server.backChannelLogoutRateLimitPerMinute < 0 {
             problem("server.backchannel_logout_rate_limit_per_minute", "must be 0 (no limit) or more")
         }
         if !c.clients.isEmpty, c.encryption.keys.isEmpty {
             problem("encryption.keys", "are required when clients are registered (refresh tokens are stored encrypted)")
         }
+    }
+
+    private mutating func checkFaults(_ faults: TokenGateConfiguration.Faults) {
+        if !(0...100_000).contains(faults.rejectionValveCount) { problem("faults.rejection_valve_count", "must be between 0 (off) and 100000") }
+        if !(1...3600).contains(faults.rejectionValveWindowSeconds) {
+            problem("faults.rejection_valve_window_seconds", "must be between 1 and 3600")
+        }
+        if !(0...(30 * 86400)).contains(faults.rejectedGrantGraceSeconds) {
+            problem("faults.rejected_grant_grace_seconds", "must be between 0 and 2592000 (30 days)")
+        }
+        if !(0...3600).contains(faults.clientCheckSeconds) { problem("faults.client_check_seconds", "must be between 0 and 3600") }
     }
 
     private mutating func checkDPoP(_ dpop: TokenGateConfiguration.DPoP) {

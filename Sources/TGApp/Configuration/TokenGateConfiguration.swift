@@ -13,9 +13,11 @@ public struct TokenGateConfiguration: Sendable, Codable {
     public var sessions: Sessions
     public var sweeper: Sweeper
     public var dpop: DPoP
+    /// Who pays for a provider's faults: the safety valve and the grace of a rejected grant.
+    public var faults: Faults
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case server, admin, database, log, encryption, clients, providers, upstreams, sessions, sweeper, dpop
+        case server, admin, database, log, encryption, clients, providers, upstreams, sessions, sweeper, dpop, faults
     }
 
     /// Sections are always present: the loader inserts `{}` for a missing one, so its defaults apply.
@@ -32,6 +34,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
         sessions = try c.decode(Sessions.self, forKey: .sessions)
         sweeper = try c.decode(Sweeper.self, forKey: .sweeper)
         dpop = try c.decode(DPoP.self, forKey: .dpop)
+        faults = try c.decode(Faults.self, forKey: .faults)
     }
 
     /// Listening, proxies in front, and the limits protecting the server.

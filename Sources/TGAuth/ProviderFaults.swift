@@ -1,0 +1,194 @@
+import Foundation
+import Logging
+import Synchronization
+import TGOIDC
+import TGStore
+
+/// Per provider: when this instance last wrote a success for the safety valve, and when it last
+/// saw the provider's client accepted. Only to spare the database statements; the shared truth
+/// is `provider_faults`.
+final class ProviderMarks: Sendable {
+    private let marks = Mutex<[String: (success: Date, clientAccepted: Date)]>([:])
+
+    /// Whether a success at `now` should be written (at most one a second per provider).
+    func takeSuccessWrite(_ provider: String, now: Date) -> Bool {
+        marks.withLock { marks in
+            let last = marks[provider]?.success ?? .distantPast
+            guard now.timeIntervalSince(last) >= 1 || now < last else { return false }
+            marks[provider, default: (.distantPast, .distantPast)].success = now
+            return true
+        }
+    }
+
+    func clientAccepted(_ provider: String) -> Date? {
+        marks.withLock { $0[provider].map(\.clientAccepted) }
+    }
+
+    func markClientAccepted(_ provider: String, at date: Date) {
+        marks.withLock { $0[provider, default: (.distantPast, .distantPast)].clientAccepted = date }
+    }
+}
+
+extension AuthService {
+    /// When the provider of `account` may be asked next, if it is failing as a whole: from
+    /// memory, or from the grant's read of `provider_faults`. nil: ask it now (this caller has
+    /// the attempt). Otherwise the caller answers 503 without asking.
+    func providerAttempt(_ provider: String, fault: ProviderFault?, now: Date) async throws -> Date? {
+        guard let fault, fault.kind != nil else { return nil }
+        if let retryAt = fault.retryAt, retryAt > now {
+            providerBackoff.hold(provider, until: retryAt)
+            return retryAt
+        }
+        // Due: one caller of all instances asks; the others wait for its answer.
+        let holdUntil = now.addingTimeInterval(settings.providerAttemptHold)
+        guard let next = try await store.providerFaults.claimAttempt(provider, now: now, holdUntil: holdUntil) else { return nil }
+        providerBackoff.hold(provider, until: next)
+        return next
+    }
+
+    /// A refresh succeeded: a failing provider is failing no more, and what the valve kept comes
+    /// back. Never fails the refresh (its token is already written).
+    func providerRefreshed(_ provider: String, fault: ProviderFault?, now: Date) async {
+        providerBackoff.clear(provider)
+        do {
+            if let fault, fault.kind != nil {
+                let restored = try await store.transaction { transaction -> [UUID] in
+                    guard let cleared = try await transaction.providerFaults.recordSuccess(provider, now: now) else { return [] }
+                    guard cleared.kind == .rejections, let since = cleared.restoreFrom else { return [] }
+                    return try await transaction.accounts.restore(provider: provider, rejectedSince: since, now: now)
+                }
+                metrics.providerFailing(provider, false)
+                logger.notice(
+                    "the identity provider answers refreshes again; every instance resumes them",
+                    metadata: [
+                        "provider": .string(provider), "was": .string(fault.kind?.rawValue ?? ""),
+                        "failing_since": .string(fault.failingSince.map { "\($0)" } ?? ""), "accounts_restored": .stringConvertible(restored.count),
+                    ]
+                )
+            } else if fault != nil, providerMarks.takeSuccessWrite(provider, now: now) {
+                try await store.providerFaults.recordRefreshed(provider, now: now)
+            }
+        } catch {
+            logger.warning(
+                "a provider's recovery could not be recorded",
+                metadata: ["provider": .string(provider), "error_type": "\(type(of: error))"]
+            )
+        }
+    }
+
+    /// The provider refused TokenGate itself: every grant is kept, the provider backs off as a
+    /// whole for every instance, and the operator is told what to check.
+    func providerRefusedClient(_ account: AccountSummary, reason: String, now: Date) async throws -> UpstreamRefreshOutcome {
+        let fault = try await store.providerFaults.markFailing(
+            account.provider,
+            kind: .client,
+            reason: reason,
+            now: now,
+            backoffBase: settings.upstreamRefreshBackoffBase,
+            backoffMax: settings.upstreamRefreshBackoffMax
+        )
+        let retryAt = fault.retryAt ?? now.addingTimeInterval(settings.upstreamRefreshBackoffBase)
+        providerBackoff.hold(account.provider, until: retryAt)
+        metrics.providerFault(account.provider, kind: .client)
+        logger.error(
+            """
+            the identity provider refuses TokenGate's client: no account is ended, refreshes wait for it on every instance; \
+            check this provider's client_id, its credential and the client's registration and endpoints at the provider
+            """,
+            metadata: [
+                "provider": .string(account.provider), "reason": .string(reason),
+                "check": .string(credentialSetting(account.provider)), "retry_after": .stringConvertible(Self.seconds(until: retryAt, from: now)),
+                "failures": .stringConvertible(fault.failures),
+            ]
+        )
+        return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+    }
+
+    /// The provider rejected this grant (or said nothing that tells it from a refused client,
+    /// and the client checked out): end the account, unless the safety valve says the provider
+    /// is at fault. The account is only suspended: its grant and sessions are kept through the
+    /// grace period, so the valve can bring it back.
+    func grantRejected(_ account: AccountSummary, reason: String, fault: ProviderFault?, now: Date) async throws -> UpstreamRefreshOutcome {
+        if fault?.kind == .rejections {
+            // The valve holds and this was its attempt: still rejected, still not believed.
+            return try await valveHolds(account, reason: reason, restoreFrom: nil, now: now)
+        }
+        if fault?.kind == .client, try await store.providerFaults.recordSuccess(account.provider, now: now) != nil {
+            // The provider judged the grant, so it took the client: that fault is over.
+            providerBackoff.clear(account.provider)
+            metrics.providerFailing(account.provider, false)
+            logger.notice("the identity provider accepts TokenGate's client again", metadata: ["provider": .string(account.provider)])
+        }
+        let windowStart = now.addingTimeInterval(-settings.rejectionValveWindow)
+        let valveCount = settings.rejectionValveCount
+        let ended = try await store.transaction { transaction -> Int? in
+            let rejected = try await transaction.providerFaults.recordRejection(
+                account.provider,
+                account: account.id,
+                now: now,
+                windowStart: windowStart
+            )
+            if valveCount > 0, rejected >= valveCount { return nil }
+            return try await transaction.accounts.markStale(account.id, reason: reason, now: now)
+        }
+        guard let ended else {
+            logger.error(
+                """
+                safety valve: too many grants of one provider rejected at once to believe them; no more accounts are ended, \
+                and those ended in the window come back on the provider's next success
+                """,
+                metadata: [
+                    "provider": .string(account.provider), "rejected": .stringConvertible(valveCount),
+                    "window_seconds": .stringConvertible(Int(settings.rejectionValveWindow)), "reason": .string(reason),
+                ]
+            )
+            return try await valveHolds(account, reason: reason, restoreFrom: windowStart, now: now)
+        }
+        logger.notice(
+            "the provider rejected an account's grant: account stale, sessions ended",
+            metadata: [
+                "provider": .string(account.provider), "account": .string(account.id.uuidString.lowercased()),
+                "sessions_ended": .stringConvertible(ended), "reason": .string(reason),
+            ]
+        )
+        return .grantRejected
+    }
+
+    private func valveHolds(_ account: AccountSummary, reason: String, restoreFrom: Date?, now: Date) async throws -> UpstreamRefreshOutcome {
+        let fault = try await store.providerFaults.markFailing(
+            account.provider,
+            kind: .rejections,
+            reason: reason,
+            restoreFrom: restoreFrom,
+            now: now,
+            backoffBase: settings.upstreamRefreshBackoffBase,
+            backoffMax: settings.upstreamRefreshBackoffMax
+        )
+        let retryAt = fault.retryAt ?? now.addingTimeInterval(settings.upstreamRefreshBackoffBase)
+        providerBackoff.hold(account.provider, until: retryAt)
+        metrics.providerFault(account.provider, kind: .rejections)
+        return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+    }
+
+    /// Whether the provider accepts TokenGate's client, asked at most once per
+    /// ``AuthSettings/clientCheckLifetime`` per provider by all instances together.
+    func checkClient(_ provider: OpenIDProvider, fault: ProviderFault?, now: Date) async -> OpenIDProvider.ClientCheck {
+        let lifetime = settings.clientCheckLifetime
+        for seen in [fault?.clientCheckedAt, providerMarks.clientAccepted(provider.name)] {
+            if let seen, now.timeIntervalSince(seen) < lifetime, seen <= now { return .accepted }
+        }
+        let check = await provider.checkClient()
+        if check == .accepted {
+            providerMarks.markClientAccepted(provider.name, at: now)
+            try? await store.providerFaults.recordClientAccepted(provider.name, now: now)
+        }
+        return check
+    }
+
+    /// The configuration setting that holds the provider's client credential, for the log line.
+    private func credentialSetting(_ provider: String) -> String {
+        let method = providers[provider]?.configuration.clientAuthentication.description ?? "client_secret_basic"
+        let setting = method == "private_key_jwt" ? "private_key (and private_key_certificate)" : "client_secret"
+        return "providers[name=\(provider)].client_id and .\(setting) (\(method))"
+    }
+}
