@@ -300,6 +300,7 @@ let package = Package(
             name: "TGAppTests",
             dependencies: [
                 "TGApp", "TGAppTesting", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGStore", "TGTesting", "TGBase",
+                "TGEventLoop",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
             ],

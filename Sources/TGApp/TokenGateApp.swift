@@ -228,7 +228,7 @@ public enum TokenGateApp {
         let server = configuration.server
         settings.host = server.host
         settings.port = UInt16(clamping: server.port)
-        if let threads = server.threads { settings.threads = threads }
+        settings.threads = eventLoopCount(configuration, cpus: .current())
         settings.connectionLimit = server.connectionLimit
         settings.perIPConnectionLimit = server.maxConnectionsPerIP
         let trusted = TrustedProxies(server.trustedProxies)

@@ -443,7 +443,7 @@ struct TimerHeap {
     }
 }
 
-/// The loops of a process: one per core by default, handed out round robin.
+/// The loops of a process: one per CPU it may use by default, handed out round robin.
 public final class EventLoopGroup: Sendable {
     public let loops: [EventLoop]
     private let nextIndex = Atomic<Int>(0)
@@ -454,8 +454,9 @@ public final class EventLoopGroup: Sendable {
         for loop in loops { loop.start() }
     }
 
-    /// One loop per online core, at least one.
-    public static var defaultCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+    /// One loop per CPU the process may use (``UsableCPUs``: its affinity mask, its cgroup's CPU
+    /// quota, the CPUs online), at least one.
+    public static var defaultCount: Int { UsableCPUs.current().count }
 
     /// The next loop, round robin.
     public func next() -> EventLoop {

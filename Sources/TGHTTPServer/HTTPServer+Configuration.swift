@@ -1,4 +1,5 @@
 public import HTTPTypes
+import TGEventLoop
 
 extension HTTPServer {
     /// Listening address, thread pool and the limits that protect the server from its clients.
@@ -7,7 +8,7 @@ extension HTTPServer {
         public var host: String = "127.0.0.1"
         /// TCP port; 0 picks a free one (see ``HTTPServer/port``).
         public var port: UInt16 = 0
-        /// Event-loop threads (epoll, one per core by default). Handlers never block them.
+        /// Event-loop threads (epoll, one per CPU the process may use by default: ``defaultThreadCount``). Handlers never block them.
         public var threads: Int = HTTPServer.defaultThreadCount
         /// Open connections at most; further clients are refused at accept.
         public var connectionLimit: Int = 4096
@@ -86,16 +87,7 @@ extension HTTPServer {
         }
     }
 
-    /// One event-loop thread per core, at least one.
-    public static var defaultThreadCount: Int {
-        #if canImport(Glibc)
-        return max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
-        #else
-        return 2
-        #endif
-    }
+    /// One event-loop thread per CPU the process may use (``EventLoopGroup/defaultCount``), at
+    /// least one.
+    public static var defaultThreadCount: Int { EventLoopGroup.defaultCount }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif

@@ -53,6 +53,7 @@ struct Serve: AsyncParsableCommand {
         for warning in ConfigurationLoader.warnings(configuration) {
             logger.warning("configuration", metadata: ["key": .string(warning.key), "detail": .string(warning.message)])
         }
+        TokenGateApp.logEventLoops(configuration, logger: logger)
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
         // A client gone mid-answer must not kill the process.

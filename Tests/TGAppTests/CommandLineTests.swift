@@ -96,6 +96,25 @@ struct TokenGateProcess {
         }
     }
 
+    /// Under `taskset -c 0` the process may run on one CPU, however many the machine has:
+    /// `serve` runs one event loop and says so at start (the line comes before it needs the
+    /// database, which is unreachable here, so it then exits 1).
+    @Test func serveUnderTasksetOnOneCPURunsOneEventLoopAndSaysWhy() async throws {
+        let result = try await runProcess(
+            "/usr/bin/taskset",
+            ["-c", "0", TokenGateProcess.executable, "serve"],
+            environment: TokenGateProcess.baseEnvironment.merging(["TOKENGATE_DATABASE_URL": "postgresql://x@127.0.0.1:1/none"]) { $1 }
+        )
+        #expect(result.exitCode == 1)
+        let line = try #require(result.stdout.split(separator: "\n").first { $0.contains(#""message":"event loops""#) })
+        let fields = decodeJSON(String(line))
+        #expect(fields["loops"] as? Int == 1, "\(line)")
+        #expect(fields["cpu_affinity"] as? Int == 1)
+        #expect(fields["cpus_usable"] as? Int == 1)
+        #expect(fields["loops_from"] as? String == "cpus")
+        #expect(fields["cpus_online"] as? Int == sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    }
+
     @Test func migrateExitsWith1WhenTheDatabaseIsUnreachable() async throws {
         let result = try await TokenGateProcess.run(["migrate"], environment: ["TOKENGATE_DATABASE_URL": "postgresql://x@127.0.0.1:1/none"])
         #expect(result.status == 1)
