@@ -259,8 +259,10 @@ import Testing
             let heard = Mutex<Invalidation?>(nil)
             let listening = Task { for await event in feed.events { heard.withLock { $0 = event } } }
             defer { listening.cancel() }
-            // The listener connects in the background: notify until it hears one (bounded).
+            // The listener connects in the background: notify until it hears one (bounded). Only a
+            // change to stale is announced, so the account signs in again in between.
             for _ in 0..<500 where heard.withLock({ $0 }) == nil {
+                _ = try await f.account("alice")
                 _ = try await f.store.accounts.markStale(account, reason: "test", now: f.now)
                 try await Task.sleep(for: .milliseconds(10))
             }
