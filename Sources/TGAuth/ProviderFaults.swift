@@ -79,17 +79,7 @@ extension AuthService {
     /// The provider refused TokenGate itself: every grant is kept, the provider backs off as a
     /// whole for every instance, and the operator is told what to check.
     func providerRefusedClient(_ account: AccountSummary, reason: String, now: Date) async throws -> UpstreamRefreshOutcome {
-        let fault = try await store.providerFaults.markFailing(
-            account.provider,
-            kind: .client,
-            reason: reason,
-            now: now,
-            backoffBase: settings.upstreamRefreshBackoffBase,
-            backoffMax: settings.upstreamRefreshBackoffMax
-        )
-        let retryAt = fault.retryAt ?? now.addingTimeInterval(settings.upstreamRefreshBackoffBase)
-        providerBackoff.hold(account.provider, until: retryAt)
-        metrics.providerFault(account.provider, kind: .client)
+        let (retryAt, failures) = try await failProvider(account.provider, kind: .client, reason: reason, restoreFrom: nil, now: now)
         logger.error(
             """
             the identity provider refuses TokenGate's client: no account is ended, refreshes wait for it on every instance; \
@@ -98,7 +88,7 @@ extension AuthService {
             metadata: [
                 "provider": .string(account.provider), "reason": .string(reason),
                 "check": .string(credentialSetting(account.provider)), "retry_after": .stringConvertible(Self.seconds(until: retryAt, from: now)),
-                "failures": .stringConvertible(fault.failures),
+                "failures": .stringConvertible(failures),
             ]
         )
         return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
@@ -155,9 +145,22 @@ extension AuthService {
     }
 
     private func valveHolds(_ account: AccountSummary, reason: String, restoreFrom: Date?, now: Date) async throws -> UpstreamRefreshOutcome {
+        let (retryAt, _) = try await failProvider(account.provider, kind: .rejections, reason: reason, restoreFrom: restoreFrom, now: now)
+        return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+    }
+
+    /// Marks the provider failing for every instance (one failure more), holds it in memory until
+    /// its next attempt, and counts it. Returns that attempt's time and the failures so far.
+    private func failProvider(
+        _ provider: String,
+        kind: ProviderFault.Kind,
+        reason: String,
+        restoreFrom: Date?,
+        now: Date
+    ) async throws -> (retryAt: Date, failures: Int) {
         let fault = try await store.providerFaults.markFailing(
-            account.provider,
-            kind: .rejections,
+            provider,
+            kind: kind,
             reason: reason,
             restoreFrom: restoreFrom,
             now: now,
@@ -165,9 +168,9 @@ extension AuthService {
             backoffMax: settings.upstreamRefreshBackoffMax
         )
         let retryAt = fault.retryAt ?? now.addingTimeInterval(settings.upstreamRefreshBackoffBase)
-        providerBackoff.hold(account.provider, until: retryAt)
-        metrics.providerFault(account.provider, kind: .rejections)
-        return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+        providerBackoff.hold(provider, until: retryAt)
+        metrics.providerFault(provider, kind: kind)
+        return (retryAt, fault.failures)
     }
 
     /// Whether the provider accepts TokenGate's client, asked at most once per

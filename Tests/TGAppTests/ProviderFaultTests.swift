@@ -22,6 +22,14 @@ import Testing
         return settings
     }
 
+    /// The Graph-shaped API behind TokenGate, a minute's upstream tokens, long sessions.
+    static func run(
+        settings: FakeIdentityProvider.Settings = shortUpstreamTokens(),
+        _ body: (AuthFlowHarness) async throws -> Void
+    ) async throws {
+        try await AuthFlowHarness.run(extraConfiguration: longSessions, settings: settings, withGraphAPI: true, upstreamOptions: graph, body)
+    }
+
     /// How a provider refuses TokenGate itself.
     enum Refusal: String, CaseIterable, Sendable {
         /// An expired Entra secret: 401 `invalid_client`.
@@ -43,12 +51,7 @@ import Testing
 
     @Test(arguments: Refusal.allCases)
     func aProviderRefusingTheClientForTenMinutesLogsNobodyOutAndEveryoneIsBackWhenItAccepts(refusal: Refusal) async throws {
-        try await AuthFlowHarness.run(
-            extraConfiguration: Self.longSessions,
-            settings: Self.shortUpstreamTokens(),
-            withGraphAPI: true,
-            upstreamOptions: Self.graph
-        ) { h in
+        try await Self.run { h in
             let second = try await h.startInstance()
             defer { Task { await second.stop() } }
             var tokens: [String] = []
@@ -95,12 +98,7 @@ import Testing
         var settings = Self.shortUpstreamTokens()
         settings.rejectedGrantEmptyBodyStatus = 400
         settings.refusedClientEmptyBodyStatus = 400
-        try await AuthFlowHarness.run(
-            extraConfiguration: Self.longSessions,
-            settings: settings,
-            withGraphAPI: true,
-            upstreamOptions: Self.graph
-        ) { h in
+        try await Self.run(settings: settings) { h in
             let token = try #require(try await h.logIn()["access_token"] as? String)
             let misconfigured = try await h.startInstance { $0.providers[0].clientSecret = Secret("wrong") }
             defer { Task { await misconfigured.stop() } }
@@ -121,12 +119,7 @@ import Testing
     /// (suspended, grant kept), the 20th trips the valve and no more are ended; on the provider's
     /// next success the 19 come back, signed in.
     @Test func thirtyGrantsRejectedInAMinuteTripTheValveAndTheEndedOnesComeBackOnTheNextSuccess() async throws {
-        try await AuthFlowHarness.run(
-            extraConfiguration: Self.longSessions,
-            settings: Self.shortUpstreamTokens(),
-            withGraphAPI: true,
-            upstreamOptions: Self.graph
-        ) { h in
+        try await Self.run { h in
             var tokens: [String] = []
             for index in 0..<30 { tokens.append(try #require(try await h.logIn(as: "user\(index)")["access_token"] as? String)) }
             h.fake.misbehave(.error(code: "invalid_grant"), .untilReset, grantType: "refresh_token")
@@ -161,12 +154,7 @@ import Testing
     /// A grant really rejected is ended, but its account is kept through the grace period before
     /// the sweeper removes it and revokes the grant.
     @Test func aRejectedGrantIsRemovedAndRevokedOnlyAfterItsGracePeriod() async throws {
-        try await AuthFlowHarness.run(
-            extraConfiguration: Self.longSessions,
-            settings: Self.shortUpstreamTokens(),
-            withGraphAPI: true,
-            upstreamOptions: Self.graph
-        ) { h in
+        try await Self.run { h in
             let token = try #require(try await h.logIn()["access_token"] as? String)
             h.fake.revokeAllTokens(for: "alice")
             h.clock.advance(by: 60)
