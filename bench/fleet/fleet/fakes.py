@@ -335,6 +335,7 @@ class APIHandler(Handler):
             s.api["by_method"][self.command] = s.api["by_method"].get(self.command, 0) + 1
             entry = s.access.get(token)
             alive = entry is not None and not entry["revoked"] and entry["expires"] > time.time()
+            reason = "unknown" if entry is None else "revoked" if entry["revoked"] else "expired" if not alive else None
             forced = False
             if alive and invalidate and invalidate not in s.invalidations:
                 s.invalidations.add(invalidate)
@@ -342,10 +343,13 @@ class APIHandler(Handler):
                 s.api["forced_invalidations"] += 1
             elif not alive:
                 s.api["unauthorized_unexpected"] += 1
+                reasons = s.api.setdefault("unexpected_reasons", {})
+                reasons[reason] = reasons.get(reason, 0) + 1
             else:
                 s.api["ok"] += 1
         if not alive:
-            return self.reply(401, {"error": {"code": "InvalidAuthenticationToken", "forced": forced}},
+            return self.reply(401, {"error": {"code": "InvalidAuthenticationToken", "forced": forced, "reason": reason,
+                                              "sub": entry and entry["sub"]}},
                               [("WWW-Authenticate", 'Bearer error="invalid_token"')])
         if not url.path.startswith("/items"):
             return self.reply(404, {"error": {"code": "ResourceNotFound"}})
