@@ -12,7 +12,7 @@ callback → the app's redirect with a handoff code → POST /auth/token), then 
 seconds (±20 %) does one of `Load.WEIGHTS`:
 
 - `me`: GET /auth/me (200);
-- `api`: GET /api/items/items/<n> (200); `api_forced`: the same with ?invalidate=<id>, so the
+- `api`: GET /api/items/items/<n> (200), one in five answered 200–800 ms late by the API; `api_forced`: the same with ?invalidate=<id>, so the
   fake API refuses the upstream token once and TokenGate refreshes it and retries;
 - `api_post`: POST /api/items/items (201);
 - `refresh`: POST /auth/token grant_type=refresh_token; the rotated refresh token is kept before
@@ -318,7 +318,9 @@ class Device:
             self.request("api_forced", "GET", f"/api/{UPSTREAM}/items/forced?invalidate={uuid.uuid4().hex}", {200},
                          retry=False, headers=self.bearer())
         elif action in ("api", "api_forced"):
-            self.request("api", "GET", f"/api/{UPSTREAM}/items/{self.random.randrange(100)}", {200}, retry=False,
+            # One in five takes the API a while: requests in flight when an instance drains.
+            slow = f"?delay_ms={self.random.randrange(200, 800)}" if self.random.random() < 0.2 else ""
+            self.request("api", "GET", f"/api/{UPSTREAM}/items/{self.random.randrange(100)}{slow}", {200}, retry=False,
                          headers=self.bearer())
         elif action == "api_post":
             self.request("api_post", "POST", f"/api/{UPSTREAM}/items", {201}, retry=True, headers=self.bearer(),

@@ -18,6 +18,7 @@ The provider (http://127.0.0.1:PROVIDER_PORT):
 The API (http://127.0.0.1:API_PORT) accepts the provider's live access tokens only (it looks them
 up in the provider's memory, as an introspection call would):
 - GET /items, GET /items/<anything>: 200 `{"sub": …}`; POST|PUT /items: 201 with the body's length;
+  `?delay_ms=N` answers N ms later (requests in flight when an instance drains);
 - `?invalidate=<id>` (any method): the first request with that id finds its token revoked, as
   when the provider revoked it: the token dies and the answer is 401 `invalid_token`, which
   makes TokenGate refresh the upstream token and retry once (idempotent methods); later requests
@@ -327,7 +328,10 @@ class APIHandler(Handler):
         s = self.state
         url = urllib.parse.urlsplit(self.path)
         body = self.body()
-        invalidate = dict(urllib.parse.parse_qsl(url.query)).get("invalidate")
+        query = dict(urllib.parse.parse_qsl(url.query))
+        invalidate = query.get("invalidate")
+        if query.get("delay_ms", "").isdigit():
+            time.sleep(min(int(query["delay_ms"]), 30000) / 1000)
         auth = self.headers.get("Authorization", "")
         token = auth[7:] if auth.startswith("Bearer ") else ""
         with s.lock:
