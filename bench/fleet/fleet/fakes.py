@@ -13,7 +13,10 @@ The provider (http://127.0.0.1:PROVIDER_PORT):
 - POST /revoke (RFC 7009) revokes a refresh token's family and its access tokens;
 - GET /userinfo; GET /stats (JSON counters, below); POST /control (JSON) injects faults:
   `{"token_delay_ms": 200}` delays every token request, `{"fail_token_requests": 5,
-  "fail_status": 503}` answers the next 5 token requests with that status.
+  "fail_status": 503}` answers the next 5 token requests with that status, `{"client_secret": "x"}`
+  changes the secret the provider accepts (TokenGate's expires: 401 `invalid_client`), and
+  `{"refused_client_status": 400}` answers a refused client at /token with that status and an
+  empty body instead, as glewlwyd 2.7 does (/revoke still answers 401).
 
 The API (http://127.0.0.1:API_PORT) accepts the provider's live access tokens only (it looks them
 up in the provider's memory, as an introspection call would):
@@ -67,7 +70,7 @@ class ProviderState:
         self.counts = {
             "authorize": 0, "grants": {"authorization_code": 0, "refresh_token": 0, "other": 0},
             "refreshes": 0, "reuses": 0, "revoked_refresh_presented": 0, "unknown_refresh_presented": 0,
-            "code_reuses": 0, "pkce_failures": 0, "invalid_client": 0, "revocations": 0, "userinfo": 0,
+            "code_reuses": 0, "pkce_failures": 0, "invalid_client": 0, "invalid_client_refresh": 0, "revocations": 0, "userinfo": 0,
             "injected_failures": 0, "access_tokens_issued": 0,
         }
         self.reuse_log = []  # the first reuses: sub, family, seconds since the token was spent
@@ -197,6 +200,9 @@ class ProviderHandler(Handler):
         if path == "/control":
             changes = json.loads(self.body() or b"{}")
             with self.state.lock:
+                # The secret the provider accepts (an expired or rotated one refuses TokenGate).
+                if "client_secret" in changes:
+                    self.state.client_secret = changes.pop("client_secret")
                 self.state.faults.update(changes)
                 faults = dict(self.state.faults)
             return self.reply(200, faults)
@@ -247,6 +253,12 @@ class ProviderHandler(Handler):
         if not self.client_authenticated(form):
             with s.lock:
                 s.counts["invalid_client"] += 1
+                if form.get("grant_type") == "refresh_token":
+                    s.counts["invalid_client_refresh"] += 1
+                empty = s.faults.get("refused_client_status")
+            if empty:
+                # glewlwyd 2.7: a wrong secret at /token is 400 and nothing else (/revoke says 401).
+                return self.reply(int(empty), raw=b"")
             return self.reply(401, {"error": "invalid_client"}, [("WWW-Authenticate", 'Basic realm="fleet"')])
         grant = form.get("grant_type")
         with s.lock:

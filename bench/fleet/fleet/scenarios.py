@@ -4,6 +4,7 @@ table and returns the exit code (0: every invariant held).
     python3 -m fleet rolling [--devices N]          rolling restarts and a key rotation under load
     python3 -m fleet soak MINUTES [--devices N]     steady load on 2 instances, sampled; slopes
     python3 -m fleet smoke [SECONDS]                the load on 3 instances, no fault (a harness check)
+    python3 -m fleet client [--devices N]           the provider refuses TokenGate's client, then takes it again
 """
 
 import base64
@@ -268,13 +269,16 @@ RETAINED = {
 def main(argv: list) -> int:
     import argparse
     parser = argparse.ArgumentParser(prog="fleet", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scenario", choices=["rolling", "soak", "smoke"])
+    parser.add_argument("scenario", choices=["rolling", "soak", "smoke", "client"])
     parser.add_argument("amount", nargs="?", type=float, help="soak: minutes; smoke: seconds")
     parser.add_argument("--devices", type=int)
     parser.add_argument("--every", type=float, default=10, help="soak: seconds between samples")
     args = parser.parse_args(argv)
     if args.scenario == "rolling":
         return rolling(devices=args.devices or 24)
+    if args.scenario == "client":
+        from .provider_faults import client
+        return client(devices=args.devices or 24)
     if args.scenario == "soak":
         return soak(minutes=args.amount or 10, devices=args.devices or 24, every=args.every)
     return smoke(seconds=args.amount or 30, devices=args.devices or 12)
