@@ -45,7 +45,7 @@ extension AuthService {
         now: Date,
         onRotation: (UpstreamRotation) -> Void
     ) async throws -> UpstreamRefreshOutcome {
-        guard let grant = try await store.accounts.grant(account.id), grant.accountState == "active" else { return .grantRejected }
+        guard var grant = try await store.accounts.grant(account.id), grant.accountState == "active" else { return .grantRejected }
         if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey) {
             if stored.value != rejected, isFresh(stored, now: now, ahead: ahead) { return .token(stored) }
             // An API refused the token of a forced refresh made moments ago: another would not help.
@@ -63,6 +63,13 @@ extension AuthService {
             logger.error("an account's provider is not configured any more", metadata: ["provider": .string(account.provider)])
             return .providerUnavailable(retryAfter: 60)
         }
+        // The lock alone does not fence the provider call: it dies with its server in a failover
+        // while its holder may still be waiting for the provider. The claim is a row, and moves
+        // to the new primary with the data.
+        switch try await claim(&grant, account: account, provider: provider, scopeKey: scopeKey, rejected: rejected, ahead: ahead, now: now) {
+        case .claimed: break
+        case .settled(let outcome): return outcome
+        }
         let refreshToken = try vault.open(grant.refreshToken, context: TokenVault.Context.grant(account.id))
         // B2C: the policy the grant was issued under.
         let policy = provider.knownPolicy(grant.policy)
@@ -71,7 +78,9 @@ extension AuthService {
             refreshed = try await provider.refresh(refreshToken, scopes: scopes.isEmpty ? nil : scopes, policy: policy, subject: account.subject)
         } catch {
             metrics.refreshed(provider: account.provider, outcome: "\(error.classification)")
-            return try await settle(error, account: account, scopeKey: scopeKey, failures: grant.refreshFailures, now: now)
+            let outcome = try await settle(error, account: account, scopeKey: scopeKey, failures: grant.refreshFailures, now: now)
+            if case .scopeRefused = outcome { try await store.accounts.releaseRefreshClaim(account.id) }
+            return outcome
         }
         metrics.refreshed(provider: account.provider, outcome: "ok")
         let tokens = refreshed.tokens
@@ -90,6 +99,64 @@ extension AuthService {
         guard try await store.transaction({ try await write(rotation, now: now, in: $0) }) else { return .grantRejected }
         refreshBackoff.clear(account.id)
         return .token(rotation.token)
+    }
+
+    enum Claim {
+        case claimed
+        /// No refresh here: what to answer instead.
+        case settled(UpstreamRefreshOutcome)
+    }
+
+    /// Claims `grant` for this refresh (``AccountStore/claimRefresh(_:version:until:now:)``)
+    /// until the provider's request timeout and a minute more have passed: long enough for a
+    /// holder whose write failed with the primary to write the provider's answer once a new
+    /// primary is up (``rescue(_:)``). Another refresh's claim is found only when a failover
+    /// took the grant's lock from its holder: its answer is waited for (the token it stores is
+    /// taken) up to `grantLockWait`, and the provider is not asked again meanwhile.
+    func claim(
+        _ grant: inout StoredGrant,
+        account: AccountSummary,
+        provider: OpenIDProvider,
+        scopeKey: String,
+        rejected: String?,
+        ahead: Bool,
+        now: Date
+    ) async throws -> Claim {
+        let lifetime = TimeInterval(provider.configuration.requestTimeout.components.seconds) + 60
+        let giveUp = ContinuousClock.now + .seconds(settings.grantLockWait)
+        var pause = Duration.milliseconds(50)
+        while true {
+            let at = clock.now()
+            if try await store.accounts.claimRefresh(account.id, version: grant.version, until: at.addingTimeInterval(lifetime), now: at) {
+                return .claimed
+            }
+            if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey), stored.value != rejected,
+                isFresh(stored, now: now, ahead: ahead)
+            {
+                return .settled(.token(stored))
+            }
+            guard let again = try await store.accounts.grant(account.id), again.accountState == "active" else {
+                return .settled(.grantRejected)
+            }
+            if again.version != grant.version {
+                // Another refresh's answer landed (its token for other scopes, or one this call
+                // cannot use): refresh from the grant it left, unless it left a backoff window.
+                if let retryAt = again.refreshRetryAt, retryAt > now {
+                    return .settled(.providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now)))
+                }
+                grant = again
+                continue
+            }
+            guard ContinuousClock.now + pause < giveUp else {
+                logger.warning(
+                    "another instance's upstream refresh of this grant is still unanswered; not refreshing it again",
+                    metadata: ["account": .string(account.id.uuidString.lowercased())]
+                )
+                return .settled(.providerUnavailable(retryAfter: 1))
+            }
+            try await Task.sleep(for: pause)
+            pause = min(pause * 2, .milliseconds(250))
+        }
     }
 
     /// What a failed refresh means for the grant (docs/proxy.md "When the provider refuses the

@@ -210,7 +210,7 @@ public struct AccountStore: Sendable {
               \(grant.expiresAt), \(grant.idTokenHint), \(grant.policy), \(now), \(now))
             ON CONFLICT (account_id) DO UPDATE SET refresh_token = EXCLUDED.refresh_token, key_id = EXCLUDED.key_id,
               scopes = EXCLUDED.scopes, expires_at = EXCLUDED.expires_at, id_token_hint = EXCLUDED.id_token_hint,
-              policy = EXCLUDED.policy,
+              policy = EXCLUDED.policy, refresh_claimed_until = NULL,
               version = upstream_grants.version + 1, updated_at = EXCLUDED.updated_at
             """
         )
@@ -243,10 +243,33 @@ public struct AccountStore: Sendable {
         return (try row.decode(SealedBlob?.self, "id_token_hint"), try row.decode(String?.self, "policy"))
     }
 
-    /// A refresh failed without ending the grant: one more failure, and no refresh before `retryAt`.
+    /// Claims the grant at `version` for one refresh until `until` (migration 0010): false when
+    /// the grant moved past that version or another refresh's claim has not expired at `now`.
+    public func claimRefresh(_ account: UUID, version: Int, until: Date, now: Date) async throws -> Bool {
+        let claimed = try await executor.query(
+            """
+            UPDATE upstream_grants SET refresh_claimed_until = \(until)
+            WHERE account_id = \(account) AND version = \(version)
+              AND (refresh_claimed_until IS NULL OR refresh_claimed_until <= \(now))
+            """
+        )
+        return claimed.affectedRows == 1
+    }
+
+    /// Gives up a refresh's claim whose answer changed nothing in the grant (a refused scope).
+    public func releaseRefreshClaim(_ account: UUID) async throws {
+        try await executor.query("UPDATE upstream_grants SET refresh_claimed_until = NULL WHERE account_id = \(account)")
+    }
+
+    /// A refresh failed without ending the grant: one more failure, and no refresh before
+    /// `retryAt`; its claim is given up.
     public func recordRefreshFailure(_ account: UUID, retryAt: Date) async throws {
         try await executor.query(
-            "UPDATE upstream_grants SET refresh_failures = refresh_failures + 1, refresh_retry_at = \(retryAt) WHERE account_id = \(account)"
+            """
+            UPDATE upstream_grants SET refresh_failures = refresh_failures + 1, refresh_retry_at = \(retryAt),
+              refresh_claimed_until = NULL
+            WHERE account_id = \(account)
+            """
         )
     }
 
@@ -260,7 +283,7 @@ public struct AccountStore: Sendable {
               key_id = CASE WHEN \(sealed)::bytea IS NULL THEN key_id ELSE \(rotation.keyID) END,
               expires_at = COALESCE(\(rotation.refreshTokenExpiresAt), expires_at),
               id_token_hint = COALESCE(\(rotation.idTokenHint), id_token_hint), version = version + 1, updated_at = \(now),
-              refresh_failures = 0, refresh_retry_at = NULL,
+              refresh_failures = 0, refresh_retry_at = NULL, refresh_claimed_until = NULL,
               forced_refresh_at = CASE WHEN \(rotation.forced) THEN \(now) ELSE forced_refresh_at END
             WHERE account_id = \(rotation.account) AND version = \(rotation.version)
             """
