@@ -7,12 +7,14 @@ DEV_PG_PORT ?= 54329
 TEST_PG_PORT ?= 54339
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 
-.PHONY: help deps build release test test-sanitized fuzz lint dev bench image image-test clean
+.PHONY: help deps build release test test-sanitized fuzz lint dev bench fleet soak image image-test clean
 
 help:
 	@echo "make dev    build and run TokenGate on 127.0.0.1:8080 with PostgreSQL, a development provider and a sample API"
 	@echo "make test   lint, build and run every test against a throwaway PostgreSQL"
 	@echo "make bench  release build + wrk against TokenGate and nginx (see bench/)"
+	@echo "make fleet  rolling restarts and a key rotation of 3 instances behind nginx under load (bench/fleet/)"
+	@echo "make soak [SOAK_MINUTES=10]  steady load on 2 instances; fails when memory, descriptors or rows keep growing"
 	@echo "make test-sanitized [SANITIZER=address|thread]  every test under a sanitizer (own build folder, minutes)"
 	@echo "make fuzz [FUZZ_SECONDS=30]  every parser of outside input under libFuzzer + AddressSanitizer"
 	@echo "make image  the container image tokengate:local with Podman (Debian root filesystem + release binary)"
@@ -82,6 +84,17 @@ dev: deps build
 
 bench: deps
 	bench/run.sh
+
+# N instances on one PostgreSQL behind nginx, simulated devices and a table of invariants
+# (bench/fleet/README.md): `fleet` rolls the instances with SIGTERM and rotates the keys under
+# load; `soak` runs a steady load on 2 instances and fails when a series (memory, descriptors,
+# connections) grows faster than its bound. Release build, loopback only, stops by itself.
+SOAK_MINUTES ?= 10
+fleet: deps
+	bench/fleet.sh rolling
+
+soak: deps
+	bench/fleet.sh soak $(SOAK_MINUTES)
 
 # The container image with Podman, no registry: a Debian 12 root filesystem from Debian packages
 # (deploy/container/rootfs.sh, mmdebstrap) and the release binary built here, tagged
