@@ -141,6 +141,26 @@ import Testing
         }
     }
 
+    /// Nothing reads the advisory locks' connection between statements, so it learns that its
+    /// server went (a failover) only at its next statement: that take must not fail the caller.
+    @Test func theFirstLockTakenAfterItsConnectionDiedIsTakenOnANewOne() async throws {
+        try await TestDatabase.withFreshDatabase { client, url in
+            let locks = PostgresAdvisoryLocks(configuration: Self.configuration(url))
+            #expect(try await locks.tryLock(7))
+            await locks.unlock(7)
+            let ended = try await client.query(
+                """
+                SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%advisory%'
+                """
+            )
+            #expect(try ended.first?.decode(Int.self, "n") == 1)
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(try await locks.tryLock(7))
+            await locks.unlock(7)
+        }
+    }
+
     // MARK: - Helpers
 
     static func configuration(_ url: String) -> PostgresClient.Configuration {
