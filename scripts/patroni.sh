@@ -3,6 +3,7 @@
 # (a primary and a streaming replica), for failover tests and bench/failover.sh.
 #   scripts/patroni.sh start DIR [BASE_PORT] [--sync]   start (first time: bootstrap); prints the database URL
 #   scripts/patroni.sh stop DIR                         stop everything, wait for it to be gone
+#   scripts/patroni.sh install -                        install the Debian packages when missing
 #   scripts/patroni.sh url DIR                          the multi-host URL (target_session_attrs=read-write)
 #   scripts/patroni.sh status DIR                       patronictl list
 #   scripts/patroni.sh leader DIR                       the leader's name (pg0 or pg1)
@@ -266,6 +267,7 @@ stop)
     alive etcd && kill -KILL "$(cat "$dir/etcd.pid")" 2>/dev/null || true
     exit 0
     ;;
+install) install_packages ;;
 url) url ;;
 status) as_owner patronictl -c "$dir/pg0.yml" list ;;
 leader) leader ;;
