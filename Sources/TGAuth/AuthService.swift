@@ -24,6 +24,7 @@ public final class AuthService: Sendable {
     let refreshes = SingleFlight<String, UpstreamAccessToken>()
     /// Grants this instance knows to be in their refresh backoff window.
     let refreshBackoff = RefreshBackoff()
+    let recentRotations = RecentRotations()
     /// Refresh outcomes, single-flight waits, sweeps.
     public let metrics: AuthMetrics
     /// Checks the DPoP proofs of apps whose tokens are key-bound (RFC 9449).

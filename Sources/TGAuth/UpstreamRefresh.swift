@@ -97,6 +97,7 @@ extension AuthService {
         )
         onRotation(rotation)
         guard try await store.transaction({ try await write(rotation, now: now, in: $0) }) else { return .grantRejected }
+        recentRotations.remember(rotation)
         refreshBackoff.clear(account.id)
         return .token(rotation.token)
     }
@@ -110,9 +111,10 @@ extension AuthService {
     /// Claims `grant` for this refresh (``AccountStore/claimRefresh(_:version:until:now:)``)
     /// until the provider's request timeout and a minute more have passed: long enough for a
     /// holder whose write failed with the primary to write the provider's answer once a new
-    /// primary is up (``rescue(_:)``). Another refresh's claim is found only when a failover
-    /// took the grant's lock from its holder: its answer is waited for (the token it stores is
-    /// taken) up to `grantLockWait`, and the provider is not asked again meanwhile.
+    /// primary is up (``rescue(_:)``). Another refresh's claim holds only when a failover (or a
+    /// restart) took the grant's lock from its holder: its answer is waited for (the token it
+    /// stores is taken) up to `grantLockWait`, and the provider is not asked again meanwhile.
+    /// A claim whose holder died while the server lived is taken over at once.
     func claim(
         _ grant: inout StoredGrant,
         account: AccountSummary,
@@ -231,6 +233,29 @@ extension AuthService {
         return true
     }
 
+    /// After the database may have failed over (the invalidation listener reconnected): writes
+    /// again each upstream rotation of the last half minute that the new primary lacks
+    /// (``RecentRotations``). Returns how many were missing.
+    @discardableResult
+    func rewriteRecentRotations() async -> Int {
+        var restored = 0
+        for rotation in recentRotations.recent() {
+            do {
+                if try await store.transaction({ try await write(rotation, now: clock.now(), in: $0) }) {
+                    restored += 1
+                    logger.warning(
+                        "an upstream rotation the database lost was written again",
+                        metadata: ["account": .string(rotation.account.uuidString.lowercased())]
+                    )
+                }
+            } catch {
+                // The database is away again: the next reconnection tries again.
+                return restored
+            }
+        }
+        return restored
+    }
+
     /// Stores (sealed) or replaces an account's access token for a scope key.
     func storeAccessToken(_ token: UpstreamAccessToken, account: UUID, scopeKey: String, in transaction: StoreTransaction) async throws {
         try await transaction.accounts.storeAccessToken(
@@ -257,6 +282,7 @@ extension AuthService {
                         try await write(rotation, now: clock.now(), in: transaction)
                     }
                     if written {
+                        recentRotations.remember(rotation)
                         logger.notice("the grant of an interrupted upstream refresh was written", metadata: ["account": .string(account)])
                     } else {
                         logger.error("the grant changed before an interrupted refresh could be written", metadata: ["account": .string(account)])

@@ -44,11 +44,12 @@ public final class PostgresConnection: @unchecked Sendable {
         let raw: OpaquePointer
         do {
             raw = try await worker.run {
-                // Keepalives first, so that the URL can override them: a server that vanished
-                // without closing its connections (a host lost in a failover) is noticed in about
-                // 20 s instead of the kernel's two hours.
-                let keywords = Self.keepaliveKeywords + ["dbname", "connect_timeout", "application_name", "options"]
-                let values = Self.keepaliveValues + [url, String(seconds), "tokengate", options]
+                // Keepalives and the connect timeout first, so that the URL can override them
+                // (`connect_timeout=2` bounds each host of a multi-host URL): a server that
+                // vanished without closing its connections (a host lost in a failover) is noticed
+                // in about 20 s instead of the kernel's two hours.
+                let keywords = Self.keepaliveKeywords + ["connect_timeout", "dbname", "application_name", "options"]
+                let values = Self.keepaliveValues + [String(seconds), url, "tokengate", options]
                 let connection = withCStrings(keywords) { keys in
                     withCStrings(values) { vals in PQconnectdbParams(keys, vals, 1) }
                 }

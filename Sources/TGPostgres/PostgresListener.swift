@@ -68,9 +68,9 @@ public final class PostgresListener: @unchecked Sendable {
     }
 
     private func openAndListen() -> OpaquePointer? {
-        let keywords = PostgresConnection.keepaliveKeywords + ["dbname", "connect_timeout", "application_name"]
+        let keywords = PostgresConnection.keepaliveKeywords + ["connect_timeout", "dbname", "application_name"]
         let connection = withCStrings(keywords) { keys in
-            withCStrings(PostgresConnection.keepaliveValues + [url, "5", "tokengate-listener"]) { values in
+            withCStrings(PostgresConnection.keepaliveValues + ["5", url, "tokengate-listener"]) { values in
                 PQconnectdbParams(keys, values, 1)
             }
         }

@@ -243,14 +243,18 @@ public struct AccountStore: Sendable {
         return (try row.decode(SealedBlob?.self, "id_token_hint"), try row.decode(String?.self, "policy"))
     }
 
-    /// Claims the grant at `version` for one refresh until `until` (migration 0010): false when
-    /// the grant moved past that version or another refresh's claim has not expired at `now`.
+    /// Claims the grant at `version` for one refresh until `until` (migration 0010), for a
+    /// caller that holds the grant's advisory lock: false when the grant moved past that version
+    /// or another refresh's claim holds — one not expired at `now` and made on another server
+    /// (before a failover or a restart). A claim made on this server is void: its holder's lock
+    /// is free, so its session ended while this server lived (the process died).
     public func claimRefresh(_ account: UUID, version: Int, until: Date, now: Date) async throws -> Bool {
         let claimed = try await executor.query(
             """
-            UPDATE upstream_grants SET refresh_claimed_until = \(until)
+            UPDATE upstream_grants SET refresh_claimed_until = \(until), refresh_claimed_on = pg_postmaster_start_time()
             WHERE account_id = \(account) AND version = \(version)
-              AND (refresh_claimed_until IS NULL OR refresh_claimed_until <= \(now))
+              AND (refresh_claimed_until IS NULL OR refresh_claimed_until <= \(now)
+                   OR refresh_claimed_on = pg_postmaster_start_time())
             """
         )
         return claimed.affectedRows == 1

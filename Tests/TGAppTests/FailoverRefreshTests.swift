@@ -9,10 +9,13 @@ import Testing
 /// rotation of TokenGate's own refresh token that the new primary never received.
 @Suite struct FailoverRefreshTests {
     /// A failover ends the session that holds the grant's advisory lock while its holder still
-    /// waits for the provider; terminating that backend does the same to the lock. Another
-    /// instance then takes the free lock, finds the holder's claim on the grant, and waits for
-    /// its answer instead of sending the same refresh token again (which this provider, like
-    /// those that detect reuse, would answer by revoking the grant).
+    /// waits for the provider. The stand-in: terminating that backend frees the lock as a
+    /// failover does, and the claim is made to look as if written on the former primary (a
+    /// server with another start time). Another instance then takes the free lock, finds the
+    /// holder's claim on the grant, and waits for its answer instead of sending the same refresh
+    /// token again (which this provider, like those that detect reuse, would answer by revoking
+    /// the grant). A claim made on the same server is void once its lock is free
+    /// (CrashRecoveryTests: a process killed mid-refresh).
     @Test func aGrantLockLostToAFailoverDoesNotLetASecondInstanceReuseTheRefreshToken() async throws {
         let settings = UpstreamTokenTests.rotatingProvider()
         try await AuthFlowHarness.run(settings: settings, withGraphAPI: true, upstreamOptions: UpstreamTokenTests.graph) { harness in
@@ -34,6 +37,7 @@ import Testing
                 """
             )
             #expect(ended == 1)
+            try await harness.database.query("UPDATE upstream_grants SET refresh_claimed_on = refresh_claimed_on - interval '1 hour'")
             let waiter = try await harness.get("/api/graph/me", bearer: token, at: second)
             let holder = try await holderCall
             #expect(holder.status == 200, "\(holder.body)")
@@ -46,6 +50,48 @@ import Testing
             #expect(harness.fake.refreshCount == before + 2)
             #expect(try await harness.count("SELECT count(*) AS n FROM upstream_grants WHERE refresh_claimed_until IS NOT NULL") == 0)
             await second.stop()
+        }
+    }
+
+    /// A failover to an asynchronous replica can lose an upstream rotation: the provider spent
+    /// the old refresh token, the new primary still holds it. The instance that wrote the
+    /// rotation writes it again when its invalidation listener reconnects, so the next refresh
+    /// presents the live token, not the spent one (which this provider, like those that detect
+    /// reuse, would answer by revoking the grant).
+    @Test func anUpstreamRotationTheNewPrimaryLostIsWrittenAgainWhenTheListenerReconnects() async throws {
+        let settings = UpstreamTokenTests.rotatingProvider()
+        try await AuthFlowHarness.run(settings: settings, withGraphAPI: true, upstreamOptions: UpstreamTokenTests.graph) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            try await harness.database.query("CREATE TABLE grants_before_failover AS SELECT * FROM upstream_grants")
+            let before = harness.fake.refreshCount
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            #expect(harness.fake.refreshCount == before + 1)
+            // The new primary has the grant as it was before that refresh, and no access token.
+            try await harness.database.query(
+                """
+                UPDATE upstream_grants g SET refresh_token = b.refresh_token, key_id = b.key_id, version = b.version,
+                  expires_at = b.expires_at, id_token_hint = b.id_token_hint, updated_at = b.updated_at
+                FROM grants_before_failover b WHERE g.account_id = b.account_id
+                """
+            )
+            try await harness.database.query("DELETE FROM upstream_access_tokens")
+            let lostVersion = try await harness.count("SELECT max(version) AS n FROM grants_before_failover")
+            #expect(try await harness.count("SELECT max(version) AS n FROM upstream_grants") == lostVersion)
+
+            let ended = try await harness.count(
+                """
+                SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity
+                WHERE application_name = 'tokengate-listener' AND datname = current_database()
+                """
+            )
+            #expect(ended == 1)
+            try await eventually("the rotation is written again", every: .milliseconds(50)) {
+                try await harness.count("SELECT max(version) AS n FROM upstream_grants") == lostVersion + 1
+            }
+            harness.clock.advance(by: 100)
+            let next = try await harness.get("/api/graph/me", bearer: token)
+            #expect(next.status == 200, "\(next.body)")
+            #expect(harness.fake.refreshCount == before + 2)
         }
     }
 
