@@ -50,18 +50,7 @@ import Testing
             let toSecond = Self.notifyEvery50ms(onSecond, "second")
             defer { toSecond.cancel() }
             let started = ContinuousClock.now
-            // Without a reconnection the stream would wait for ever: end it after 10 s.
-            let watchdog = Task {
-                try await Task.sleep(for: .seconds(10))
-                listener.stop()
-            }
-            defer { watchdog.cancel() }
-            var reconnected = false
-            while let event = await events.next() {
-                if event == .reconnected { reconnected = true }
-                if reconnected, event == .notification(channel: "tokengate_invalidate", payload: "second") { break }
-            }
-            #expect(reconnected)
+            #expect(await Self.reconnects(listener, &events, thenDelivers: "second"))
             // The listener asks every 2 s whether its server still takes writes.
             #expect(ContinuousClock.now - started < .seconds(6))
         }
@@ -87,18 +76,7 @@ import Testing
             #expect(try await Self.serverPort(client) == second.port)
             let toSecond = Self.notifyEvery50ms(client, "second")
             defer { toSecond.cancel() }
-            // Without a reconnection the stream would wait for ever: end it after 10 s.
-            let watchdog = Task {
-                try await Task.sleep(for: .seconds(10))
-                listener.stop()
-            }
-            defer { watchdog.cancel() }
-            var reconnected = false
-            while let event = await events.next() {
-                if event == .reconnected { reconnected = true }
-                if reconnected, event == .notification(channel: "tokengate_invalidate", payload: "second") { break }
-            }
-            #expect(reconnected)
+            #expect(await Self.reconnects(listener, &events, thenDelivers: "second"))
         }
     }
 
@@ -194,6 +172,26 @@ import Testing
             try await Task.sleep(for: .milliseconds(50))
         }
         Issue.record("the server did not turn read-only")
+    }
+
+    /// Whether `listener` reconnects and then delivers `payload`, within 10 s (then the stream,
+    /// which would otherwise wait for ever, is ended).
+    static func reconnects(
+        _ listener: PostgresListener,
+        _ events: inout AsyncStream<PostgresListenerEvent>.Iterator,
+        thenDelivers payload: String
+    ) async -> Bool {
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(10))
+            listener.stop()
+        }
+        defer { watchdog.cancel() }
+        var reconnected = false
+        while let event = await events.next() {
+            if event == .reconnected { reconnected = true }
+            if reconnected, event == .notification(channel: "tokengate_invalidate", payload: payload) { return true }
+        }
+        return false
     }
 
     static func notifyEvery50ms(_ client: PostgresClient, _ payload: String) -> Task<Void, any Error> {
