@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -61,6 +62,38 @@ class Probe:
             return requests.get(base + path, headers=self.device.bearer(), timeout=5).status_code
         except requests.RequestException:
             return -1
+
+
+class CommitProbe(threading.Thread):
+    """Commits numbered rows through the multi-host URL, ten a second, each by a psql of its own,
+    and notes those acknowledged: after the faults, an acknowledged row missing from the primary
+    is a commit the failover lost (asynchronous replication can; synchronous must not)."""
+
+    def __init__(self, url: str):
+        super().__init__(name="commit-probe", daemon=True)
+        self.url, self.acknowledged, self.stop_event = url, [], threading.Event()
+
+    def psql(self, sql: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["psql", self.url, "-qAtX", "-v", "ON_ERROR_STOP=1", "-c", sql], capture_output=True,
+                              text=True, timeout=15)
+
+    def run(self):
+        self.psql("CREATE TABLE IF NOT EXISTS failover_commits (n integer PRIMARY KEY)")
+        n = 0
+        while not self.stop_event.is_set():
+            n += 1
+            try:
+                if self.psql(f"INSERT INTO failover_commits VALUES ({n})").returncode == 0:
+                    self.acknowledged.append(n)
+            except subprocess.TimeoutExpired:
+                pass
+            self.stop_event.wait(0.1)
+
+    def lost(self) -> list:
+        self.stop_event.set()
+        self.join(20)
+        present = {int(line) for line in self.psql("SELECT n FROM failover_commits").stdout.split()}
+        return [n for n in self.acknowledged if n not in present]
 
 
 def outage_windows(load: Load, faults: list) -> list:
@@ -193,6 +226,8 @@ def run_once(args, number: int) -> int:
             stack.start()
             say(f"2 instances behind nginx at {stack.entry_url}; {args.devices} devices")
             load = Load(stack.entry_url, devices=args.devices, duration=3600, timeout=REQUEST_TIMEOUT + 5).start()
+            commits = CommitProbe(url)
+            commits.start()
             faults = []
             try:
                 time.sleep(args.warmup)
@@ -207,6 +242,10 @@ def run_once(args, number: int) -> int:
                     time.sleep(args.recovery)
                 patroni("wait", cluster_dir, "120")
                 probes = probe_after_failover(stack)
+                lost = commits.lost()
+                probes["acknowledged commits lost by the failovers"] = (
+                    len(lost), 0 if args.sync else None,
+                    f"{len(commits.acknowledged)} acknowledged" + (f"; lost: {lost[:8]}" if lost else ""))
                 time.sleep(2)
             finally:
                 load.stop()
