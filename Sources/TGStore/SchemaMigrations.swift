@@ -14,7 +14,6 @@ public enum SchemaMigrations {
         migration(8, "dpop", PackageResources._008_dpop_sql),
         migration(9, "rate_limits", PackageResources._009_rate_limits_sql),
         migration(10, "refresh_claims", PackageResources._010_refresh_claims_sql),
-        migration(11, "access_token_invalidation", PackageResources._011_access_token_invalidation_sql),
     ]
 
     private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {
