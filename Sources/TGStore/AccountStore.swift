@@ -292,7 +292,15 @@ public struct AccountStore: Sendable {
             WHERE account_id = \(rotation.account) AND version = \(rotation.version)
             """
         )
-        return updated.affectedRows == 1
+        guard updated.affectedRows == 1 else { return false }
+        if rotation.forced {
+            // An API refused the token this replaces: every instance drops its copy at commit, so
+            // that none sends it again (a POST would not be retried). The triggers of migration
+            // 0003 announce deletions only; a refresh before expiry needs no announcement.
+            let account = rotation.account.uuidString.lowercased()
+            try await executor.query("SELECT pg_notify(\(InvalidationFeed.channel), \(account))")
+        }
+        return true
     }
 
     // MARK: - Upstream access tokens

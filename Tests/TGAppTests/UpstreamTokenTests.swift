@@ -111,6 +111,38 @@ import Testing
         }
     }
 
+    /// bench/fleet found it: after an API refused a token and one instance replaced it, another
+    /// instance kept its copy until it expired, and a POST through it (never retried) got the
+    /// API's 401. The replacement now tells every instance to drop the refused token.
+    @Test func aTokenAnAPIRefusedOnOneInstanceIsDroppedByAnotherWithinASecond() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            let second = try await harness.startInstance()
+            // Both instances hold the same upstream token in memory.
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            #expect(try await harness.get("/api/graph/me", bearer: token, at: second).status == 200)
+            let graph = try #require(harness.graph)
+            func lastToken() -> String? { graph.received.last?.headerFields[.authorization] }
+            let refused = lastToken()
+            graph.rejectNextTokens(1)
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            let replacement = lastToken()
+            #expect(replacement != refused)
+            // The second instance sends the replacement, not the token the API refused.
+            let started = ContinuousClock.now
+            var sent: String?
+            while ContinuousClock.now - started < .seconds(3) {
+                #expect(try await harness.get("/api/graph/me", bearer: token, at: second).status == 200)
+                sent = lastToken()
+                if sent == replacement { break }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(sent == replacement)
+            #expect(ContinuousClock.now - started < .seconds(1))
+            await second.stop()
+        }
+    }
+
     @Test func aRejectedGrantEndsTheSessionsAndAsksForALogin() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.graph) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)

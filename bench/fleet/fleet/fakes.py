@@ -18,6 +18,7 @@ The provider (http://127.0.0.1:PROVIDER_PORT):
 The API (http://127.0.0.1:API_PORT) accepts the provider's live access tokens only (it looks them
 up in the provider's memory, as an introspection call would):
 - GET /items, GET /items/<anything>: 200 `{"sub": …}`; POST|PUT /items: 201 with the body's length;
+  `?delay_ms=N` answers N ms later (requests in flight when an instance drains);
 - `?invalidate=<id>` (any method): the first request with that id finds its token revoked, as
   when the provider revoked it: the token dies and the answer is 401 `invalid_token`, which
   makes TokenGate refresh the upstream token and retry once (idempotent methods); later requests
@@ -70,6 +71,7 @@ class ProviderState:
             "injected_failures": 0, "access_tokens_issued": 0,
         }
         self.reuse_log = []  # the first reuses: sub, family, seconds since the token was spent
+        self.history = {}  # sub -> the last 40 events (t, what, token tail, detail), for failure reports
         self.api = {"calls": 0, "ok": 0, "forced_invalidations": 0, "unauthorized_unexpected": 0, "by_method": {}}
 
     # The JWS of an ID token.
@@ -93,6 +95,7 @@ class ProviderState:
         self.refresh[refresh] = {"sub": sub, "family": family, "state": "live", "issued": time.time(), "spent_at": None}
         self.families[family]["live"] = refresh
         self.counts["access_tokens_issued"] += 1
+        self.note(sub, "issued", access, f"family {family[-4:]} scope {scope}")
         claims = {"iss": self.issuer, "sub": sub, "aud": self.client_id, "azp": self.client_id, "iat": now,
                   "exp": now + 300, "email": f"{sub}@fleet.example", "name": sub}
         if nonce:
@@ -100,11 +103,18 @@ class ProviderState:
         return {"access_token": access, "token_type": "Bearer", "expires_in": self.access_ttl,
                 "refresh_token": refresh, "id_token": self.sign(claims), "scope": scope}
 
+    def note(self, sub: str, what: str, token: str = "", detail: str = ""):
+        """Caller holds the lock."""
+        events = self.history.setdefault(sub, [])
+        events.append((round(time.time(), 3), what, token[-6:], detail))
+        del events[:-40]
+
     def revoke_family(self, family: str):
         entry = self.families.get(family)
         if entry is None or entry["revoked"]:
             return
         entry["revoked"] = True
+        self.note(entry["sub"], "family revoked", "", family[-4:])
         if entry["live"]:
             self.refresh[entry["live"]]["state"] = "revoked"
             entry["live"] = None
@@ -183,6 +193,9 @@ class ProviderHandler(Handler):
             return self.userinfo()
         if path == "/stats":
             return self.reply(200, s.stats())
+        if path == "/history":
+            with s.lock:
+                return self.reply(200, s.history.get(self.query().get("sub", ""), []))
         if path == "/healthz":
             return self.reply(200, {"status": "ok"})
         self.reply(404, {"error": "not_found"})
@@ -308,6 +321,7 @@ class ProviderHandler(Handler):
                 s.revoke_family(s.refresh[token]["family"])
             elif token in s.access:
                 s.access[token]["revoked"] = True
+                s.note(s.access[token]["sub"], "access token revoked", token)
         self.reply(200, raw=b"")
 
     def userinfo(self):
@@ -327,7 +341,10 @@ class APIHandler(Handler):
         s = self.state
         url = urllib.parse.urlsplit(self.path)
         body = self.body()
-        invalidate = dict(urllib.parse.parse_qsl(url.query)).get("invalidate")
+        query = dict(urllib.parse.parse_qsl(url.query))
+        invalidate = query.get("invalidate")
+        if query.get("delay_ms", "").isdigit():
+            time.sleep(min(int(query["delay_ms"]), 30000) / 1000)
         auth = self.headers.get("Authorization", "")
         token = auth[7:] if auth.startswith("Bearer ") else ""
         with s.lock:
@@ -337,6 +354,8 @@ class APIHandler(Handler):
             alive = entry is not None and not entry["revoked"] and entry["expires"] > time.time()
             reason = "unknown" if entry is None else "revoked" if entry["revoked"] else "expired" if not alive else None
             forced = False
+            if entry is not None:
+                s.note(entry["sub"], f"api {self.command}", token, f"{reason or 'alive'}{' invalidate' if invalidate else ''}")
             if alive and invalidate and invalidate not in s.invalidations:
                 s.invalidations.add(invalidate)
                 entry["revoked"], alive, forced = True, False, True

@@ -6,6 +6,7 @@
     print(checks.table()); sys.exit(1 if checks.failed else 0)
 """
 
+import json
 import re
 
 IDEMPOTENT = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS"}
@@ -20,9 +21,12 @@ class Checks:
     def __init__(self):
         self.rows = []  # (name, value, bound, exact, ok, note)
 
-    def add(self, name: str, value, bound=0, exact: bool = False, note: str = ""):
-        """A row that holds when value <= bound (exact: value == bound). bound None: information only."""
-        if bound is None:
+    def add(self, name: str, value, bound=0, exact: bool = False, note: str = "", holds: bool = None):
+        """A row that holds when value <= bound (exact: value == bound). bound None: information
+        only. `holds` decides instead, when given (a bound with a condition of its own)."""
+        if holds is not None:
+            ok = holds
+        elif bound is None:
             ok = True
         elif exact:
             ok = value == bound
@@ -40,7 +44,7 @@ class Checks:
         lines = [f"{'invariant':<{width}}  {'value':>10}  {'bound':>10}  result", "-" * (width + 36)]
         for name, value, bound, exact, ok, note in self.rows:
             shown = "-" if bound is None else (f"== {bound}" if exact else f"<= {bound}")
-            result = "info" if bound is None else ("ok" if ok else "FAILED")
+            result = "FAILED" if not ok else "info" if bound is None else "ok"
             lines.append(f"{name:<{width}}  {value!s:>10}  {shown:>10}  {result}{'  ' + note if note else ''}")
         return "\n".join(lines)
 
@@ -63,8 +67,16 @@ def log_findings(stack) -> dict:
     return {"errors": errors, "decrypts": decrypts, "faults": faults}
 
 
+def _json_or_none(line: str):
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
 def drain_report(stack) -> list:
-    """For every stop by SIGTERM: (instance, generation, exit code, logged `shutting down`, logged `stopped`)."""
+    """For every stop by SIGTERM: (instance, start number, exit code, logged `shutting down`,
+    logged `stopped`, requests in flight when the signal came (None when not logged))."""
     report = []
     for instance in stack.instances:
         sigterms = iter(i for i, (how, _) in enumerate(instance.exits) if how == "SIGTERM")
@@ -75,8 +87,10 @@ def drain_report(stack) -> list:
                 for line in f:
                     messages.append(line)
             text = "".join(messages)
+            in_flight = next((int(line["in_flight"]) for line in map(_json_or_none, messages)
+                              if line and line.get("message") == "shutting down" and "in_flight" in line), None)
             report.append((instance.index, number + 1, instance.exits[number][1], '"shutting down"' in text,
-                           '"stopped"' in text))
+                           '"stopped"' in text, in_flight))
     return report
 
 
