@@ -7,13 +7,14 @@ DEV_PG_PORT ?= 54329
 TEST_PG_PORT ?= 54339
 SWIFT_FLAGS ?= -Xswiftc -warnings-as-errors
 
-.PHONY: help deps build release test test-sanitized fuzz lint dev bench fleet soak image image-test clean
+.PHONY: help deps build release test test-sanitized fuzz lint dev bench fleet soak failover image image-test clean
 
 help:
 	@echo "make dev    build and run TokenGate on 127.0.0.1:8080 with PostgreSQL, a development provider and a sample API"
 	@echo "make test   lint, build and run every test against a throwaway PostgreSQL"
 	@echo "make bench  release build + wrk against TokenGate and nginx (see bench/)"
 	@echo "make fleet  rolling restarts and a key rotation of 3 instances behind nginx under load (bench/fleet/)"
+	@echo "make failover [FAILOVER_ARGS=--sync]  a Patroni switchover, a crashed primary and a lost node under load (bench/failover.sh)"
 	@echo "make soak [SOAK_MINUTES=10]  steady load on 2 instances; fails when memory, descriptors or rows keep growing"
 	@echo "make test-sanitized [SANITIZER=address|thread]  every test under a sanitizer (own build folder, minutes)"
 	@echo "make fuzz [FUZZ_SECONDS=30]  every parser of outside input under libFuzzer + AddressSanitizer"
@@ -95,6 +96,13 @@ fleet: deps
 
 soak: deps
 	bench/fleet.sh soak $(SOAK_MINUTES)
+
+# Two instances on a Patroni cluster (etcd, a primary and a streaming replica; scripts/patroni.sh
+# installs Patroni and etcd when missing) through a switchover, a crashed postmaster and a lost
+# node under the fleet's load, and the invariants of a failover (docs/scaling.md, "PostgreSQL
+# failover"). Debug build, loopback only, stops by itself. FAILOVER_ARGS=--sync: synchronous_mode.
+failover: deps
+	bench/failover.sh $(FAILOVER_ARGS)
 
 # The container image with Podman, no registry: a Debian 12 root filesystem from Debian packages
 # (deploy/container/rootfs.sh, mmdebstrap) and the release binary built here, tagged

@@ -30,6 +30,8 @@ public final class AuthService: Sendable {
     /// When this instance last wrote a provider's success for the safety valve, and last saw
     /// its client accepted.
     let providerMarks = ProviderMarks()
+    /// Upstream rotations this instance wrote lately, written again after a failover.
+    let recentRotations = RecentRotations()
     /// Refresh outcomes, single-flight waits, sweeps.
     public let metrics: AuthMetrics
     /// Checks the DPoP proofs of apps whose tokens are key-bound (RFC 9449).

@@ -22,6 +22,8 @@ extension AuthService {
                 case .reconnected:
                     cache.invalidateAll()
                     logger.notice("cache dropped: the invalidation listener reconnected")
+                    // The database may have failed over to a replica that missed the last commits.
+                    Task { await rewriteRecentRotations() }
                 }
             }
         } onCancel: {

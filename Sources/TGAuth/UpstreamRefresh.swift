@@ -45,7 +45,7 @@ extension AuthService {
         now: Date,
         onRotation: (UpstreamRotation) -> Void
     ) async throws -> UpstreamRefreshOutcome {
-        guard let grant = try await store.accounts.grant(account.id), grant.accountState == "active" else { return .grantRejected }
+        guard var grant = try await store.accounts.grant(account.id), grant.accountState == "active" else { return .grantRejected }
         if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey) {
             if stored.value != rejected, isFresh(stored, now: now, ahead: ahead) { return .token(stored) }
             // An API refused the token of a forced refresh made moments ago: another would not help.
@@ -68,6 +68,13 @@ extension AuthService {
             logger.error("an account's provider is not configured any more", metadata: ["provider": .string(account.provider)])
             return .providerUnavailable(retryAfter: 60)
         }
+        // The lock alone does not fence the provider call: it dies with its server in a failover
+        // while its holder may still be waiting for the provider. The claim is a row, and moves
+        // to the new primary with the data.
+        switch try await claim(&grant, account: account, provider: provider, scopeKey: scopeKey, rejected: rejected, ahead: ahead, now: now) {
+        case .claimed: break
+        case .settled(let outcome): return outcome
+        }
         let refreshToken = try vault.open(grant.refreshToken, context: TokenVault.Context.grant(account.id))
         // B2C: the policy the grant was issued under.
         let policy = provider.knownPolicy(grant.policy)
@@ -76,7 +83,11 @@ extension AuthService {
             refreshed = try await provider.refresh(refreshToken, scopes: scopes.isEmpty ? nil : scopes, policy: policy, subject: account.subject)
         } catch {
             metrics.refreshed(provider: account.provider, outcome: "\(error.classification)")
-            return try await settle(error, provider: provider, account: account, grant: grant, scopeKey: scopeKey, now: now)
+            let outcome = try await settle(error, provider: provider, account: account, grant: grant, scopeKey: scopeKey, now: now)
+            // Settled without a new grant: nothing is in flight any more (a refused client and a
+            // refused scope write nothing to the grant that would clear the claim).
+            try await store.accounts.releaseRefreshClaim(account.id)
+            return outcome
         }
         metrics.refreshed(provider: account.provider, outcome: "ok")
         let tokens = refreshed.tokens
@@ -93,9 +104,69 @@ extension AuthService {
         )
         onRotation(rotation)
         guard try await store.transaction({ try await write(rotation, now: now, in: $0) }) else { return .grantRejected }
+        recentRotations.remember(rotation)
         refreshBackoff.clear(account.id)
         await providerRefreshed(account.provider, fault: fault, now: now)
         return .token(rotation.token)
+    }
+
+    enum Claim {
+        case claimed
+        /// No refresh here: what to answer instead.
+        case settled(UpstreamRefreshOutcome)
+    }
+
+    /// Claims `grant` for this refresh (``AccountStore/claimRefresh(_:version:until:now:)``)
+    /// until the provider's request timeout and a minute more have passed: long enough for a
+    /// holder whose write failed with the primary to write the provider's answer once a new
+    /// primary is up (``rescue(_:)``). Another refresh's claim holds only when a failover (or a
+    /// restart) took the grant's lock from its holder: its answer is waited for (the token it
+    /// stores is taken) up to `grantLockWait`, and the provider is not asked again meanwhile.
+    /// A claim whose holder died while the server lived is taken over at once.
+    func claim(
+        _ grant: inout StoredGrant,
+        account: AccountSummary,
+        provider: OpenIDProvider,
+        scopeKey: String,
+        rejected: String?,
+        ahead: Bool,
+        now: Date
+    ) async throws -> Claim {
+        let lifetime = TimeInterval(provider.configuration.requestTimeout.components.seconds) + 60
+        let giveUp = ContinuousClock.now + .seconds(settings.grantLockWait)
+        var pause = Duration.milliseconds(50)
+        while true {
+            let at = clock.now()
+            if try await store.accounts.claimRefresh(account.id, version: grant.version, until: at.addingTimeInterval(lifetime), now: at) {
+                return .claimed
+            }
+            if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey), stored.value != rejected,
+                isFresh(stored, now: now, ahead: ahead)
+            {
+                return .settled(.token(stored))
+            }
+            guard let again = try await store.accounts.grant(account.id), again.accountState == "active" else {
+                return .settled(.grantRejected)
+            }
+            if again.version != grant.version {
+                // Another refresh's answer landed (its token for other scopes, or one this call
+                // cannot use): refresh from the grant it left, unless it left a backoff window.
+                if let retryAt = again.refreshRetryAt, retryAt > now {
+                    return .settled(.providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now)))
+                }
+                grant = again
+                continue
+            }
+            guard ContinuousClock.now + pause < giveUp else {
+                logger.warning(
+                    "another instance's upstream refresh of this grant is still unanswered; not refreshing it again",
+                    metadata: ["account": .string(account.id.uuidString.lowercased())]
+                )
+                return .settled(.providerUnavailable(retryAfter: 1))
+            }
+            try await Task.sleep(for: pause)
+            pause = min(pause * 2, .milliseconds(250))
+        }
     }
 
     /// What a failed refresh means (docs/proxy.md "When the provider refuses the refresh"): a
@@ -182,6 +253,29 @@ extension AuthService {
         return true
     }
 
+    /// After the database may have failed over (the invalidation listener reconnected): writes
+    /// again each upstream rotation of the last half minute that the new primary lacks
+    /// (``RecentRotations``). Returns how many were missing.
+    @discardableResult
+    func rewriteRecentRotations() async -> Int {
+        var restored = 0
+        for rotation in recentRotations.recent() {
+            do {
+                if try await store.transaction({ try await write(rotation, now: clock.now(), in: $0) }) {
+                    restored += 1
+                    logger.warning(
+                        "an upstream rotation the database lost was written again",
+                        metadata: ["account": .string(rotation.account.uuidString.lowercased())]
+                    )
+                }
+            } catch {
+                // The database is away again: the next reconnection tries again.
+                return restored
+            }
+        }
+        return restored
+    }
+
     /// Stores (sealed) or replaces an account's access token for a scope key.
     func storeAccessToken(_ token: UpstreamAccessToken, account: UUID, scopeKey: String, in transaction: StoreTransaction) async throws {
         try await transaction.accounts.storeAccessToken(
@@ -208,6 +302,7 @@ extension AuthService {
                         try await write(rotation, now: clock.now(), in: transaction)
                     }
                     if written {
+                        recentRotations.remember(rotation)
                         logger.notice("the grant of an interrupted upstream refresh was written", metadata: ["account": .string(account)])
                     } else {
                         logger.error("the grant changed before an interrupted refresh could be written", metadata: ["account": .string(account)])

@@ -28,15 +28,29 @@ public final class PostgresAdvisoryLocks: @unchecked Sendable {
         let reserved = lock.withLock { held.insert(key).inserted }
         guard reserved else { return false }
         do {
-            // Never cancelled half-way: see PostgresConnection.queryIgnoringCancellation.
-            let rows = try await connection().queryIgnoringCancellation("SELECT pg_try_advisory_lock(\(key)) AS taken")
-            if try rows.first?.decode(Bool.self, "taken") == true { return true }
+            if try await takeOnServer(key) { return true }
         } catch {
             _ = lock.withLock { held.remove(key) }
             throw error
         }
         _ = lock.withLock { held.remove(key) }
         return false
+    }
+
+    /// `pg_try_advisory_lock` on the dedicated connection. That connection may have died since
+    /// its last statement (a server restart, a failover: nothing reads it in between), taking
+    /// every lock held on it along: then the lock was not taken there, and the statement runs
+    /// once more on a new connection (to the new primary) instead of failing the caller.
+    private func takeOnServer(_ key: Int64) async throws -> Bool {
+        let statement: PostgresQuery = "SELECT pg_try_advisory_lock(\(key)) AS taken"
+        let rows: PostgresRows
+        do {
+            // Never cancelled half-way: see PostgresConnection.queryIgnoringCancellation.
+            rows = try await connection().queryIgnoringCancellation(statement)
+        } catch let error as PostgresError where error.isConnectionClosed {
+            rows = try await connection().queryIgnoringCancellation(statement)
+        }
+        return try rows.first?.decode(Bool.self, "taken") == true
     }
 
     /// Gives `key` back, even when the calling task was cancelled. When the statement fails the

@@ -44,8 +44,12 @@ public final class PostgresConnection: @unchecked Sendable {
         let raw: OpaquePointer
         do {
             raw = try await worker.run {
-                let keywords = ["dbname", "connect_timeout", "application_name", "options"]
-                let values = [url, String(seconds), "tokengate", options]
+                // Keepalives and the connect timeout first, so that the URL can override them
+                // (`connect_timeout=2` bounds each host of a multi-host URL): a server that
+                // vanished without closing its connections (a host lost in a failover) is noticed
+                // in about 20 s instead of the kernel's two hours.
+                let keywords = Self.keepaliveKeywords + ["connect_timeout", "dbname", "application_name", "options"]
+                let values = Self.keepaliveValues + [String(seconds), url, "tokengate", options]
                 let connection = withCStrings(keywords) { keys in
                     withCStrings(values) { vals in PQconnectdbParams(keys, vals, 1) }
                 }
@@ -64,6 +68,11 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         return PostgresConnection(connection: raw, worker: worker)
     }
+
+    /// TCP keepalives of every connection (pooled, LISTEN, advisory locks): first probe after
+    /// 10 s idle, then every 3 s, given up after 3 unanswered.
+    static let keepaliveKeywords = ["keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count"]
+    static let keepaliveValues = ["1", "10", "3", "3"]
 
     deinit {
         if let cancelHandle { PQfreeCancel(cancelHandle) }
@@ -225,7 +234,7 @@ public final class PostgresConnection: @unchecked Sendable {
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { SQLState(rawValue: String(cString: $0)) }
             let message = String(cString: PQresultErrorMessage(result))
             markBrokenIfBad(connection)
-            if let state, state.errorClass == "08" || [.adminShutdown, .crashShutdown, .cannotConnectNow].contains(state) {
+            if let state, state.errorClass == "08" || Self.leavesTheServer.contains(state) {
                 lock.withLock { broken = true }
             }
             if isBroken { throw PostgresError(.connectionClosed, sqlState: state, detail: message) }
@@ -233,6 +242,12 @@ public final class PostgresConnection: @unchecked Sendable {
             throw PostgresError(.server, sqlState: state, detail: message)
         }
     }
+
+    /// Errors after which this server is no place for the connection: it is shutting down, or it
+    /// no longer takes writes (a primary demoted by a failover answers 25006 to a connection
+    /// opened while it was primary). The connection is dropped, and the next one libpq opens goes
+    /// where the URL says (`target_session_attrs=read-write` finds the new primary).
+    static let leavesTheServer: Set<SQLState> = [.adminShutdown, .crashShutdown, .cannotConnectNow, .readOnlySQLTransaction]
 
     private func markBrokenIfBad(_ connection: OpaquePointer) {
         if PQstatus(connection) != CONNECTION_OK { lock.withLock { broken = true } }

@@ -81,6 +81,10 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let foreignKeyViolation = SQLState(rawValue: "23503")
     public static let uniqueViolation = SQLState(rawValue: "23505")
     public static let checkViolation = SQLState(rawValue: "23514")
+    // Class 25 — invalid transaction state
+    /// A write refused by a server that does not accept writes: a primary demoted to a replica,
+    /// a hot standby, or `default_transaction_read_only` turned on.
+    public static let readOnlySQLTransaction = SQLState(rawValue: "25006")
     // Class 40 — transaction rollback
     public static let serializationFailure = SQLState(rawValue: "40001")
     public static let deadlockDetected = SQLState(rawValue: "40P01")

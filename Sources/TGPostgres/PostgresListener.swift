@@ -68,8 +68,11 @@ public final class PostgresListener: @unchecked Sendable {
     }
 
     private func openAndListen() -> OpaquePointer? {
-        let connection = withCStrings(["dbname", "connect_timeout", "application_name"]) { keys in
-            withCStrings([url, "5", "tokengate-listener"]) { values in PQconnectdbParams(keys, values, 1) }
+        let keywords = PostgresConnection.keepaliveKeywords + ["connect_timeout", "dbname", "application_name"]
+        let connection = withCStrings(keywords) { keys in
+            withCStrings(PostgresConnection.keepaliveValues + ["5", url, "tokengate-listener"]) { values in
+                PQconnectdbParams(keys, values, 1)
+            }
         }
         guard let connection else { return nil }
         guard PQstatus(connection) == CONNECTION_OK else {
@@ -95,9 +98,20 @@ public final class PostgresListener: @unchecked Sendable {
     }
 
     /// Waits on the socket (250 ms at a time, to notice `stop()`) and yields notifications until the
-    /// connection fails or the listener stops.
+    /// connection fails or the listener stops. When the URL asks for a server that takes writes
+    /// (`target_session_attrs=read-write` or `primary`, as with several hosts), it also leaves a
+    /// server that stopped taking them (a primary demoted by a failover): the writes, and so the
+    /// notifications, now happen elsewhere, and the next connection finds that server.
     private func pump(_ connection: OpaquePointer) {
+        let followsThePrimary = ["read-write", "primary"].contains(Self.option("target_session_attrs", of: connection))
+        var nextCheck = ContinuousClock.now + Self.writableCheckInterval
         while isRunning {
+            if followsThePrimary, ContinuousClock.now >= nextCheck {
+                guard Self.takesWrites(connection) else { return }
+                nextCheck = ContinuousClock.now + Self.writableCheckInterval
+                // Notifications that came in with the check's answer wait in libpq, not on the socket.
+                deliverNotifications(connection)
+            }
             let socket = PQsocket(connection)
             guard socket >= 0 else { return }
             var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
@@ -105,13 +119,43 @@ public final class PostgresListener: @unchecked Sendable {
             if ready < 0, errno != EINTR { return }
             if ready <= 0 { continue }
             guard PQconsumeInput(connection) == 1, PQstatus(connection) == CONNECTION_OK else { return }
-            while let notify = PQnotifies(connection) {
-                let channel = String(cString: notify.pointee.relname)
-                let payload = String(cString: notify.pointee.extra)
-                PQfreemem(notify)
-                continuation.yield(.notification(channel: channel, payload: payload))
-            }
+            deliverNotifications(connection)
         }
+    }
+
+    private func deliverNotifications(_ connection: OpaquePointer) {
+        while let notify = PQnotifies(connection) {
+            let channel = String(cString: notify.pointee.relname)
+            let payload = String(cString: notify.pointee.extra)
+            PQfreemem(notify)
+            continuation.yield(.notification(channel: channel, payload: payload))
+        }
+    }
+}
+
+extension PostgresListener {
+    /// How often a listener that follows the primary asks its server whether it still takes writes.
+    static let writableCheckInterval = Duration.seconds(2)
+
+    /// The value of a connection option in effect (from the URL or a default), if set.
+    static func option(_ keyword: String, of connection: OpaquePointer) -> String? {
+        guard let options = PQconninfo(connection) else { return nil }
+        defer { PQconninfoFree(options) }
+        var option = options
+        while let name = option.pointee.keyword {
+            if String(cString: name) == keyword { return option.pointee.val.map { String(cString: $0) } }
+            option += 1
+        }
+        return nil
+    }
+
+    /// Whether the server takes writes now (neither in recovery nor read-only by default). A
+    /// failed statement counts as no: the connection is left either way.
+    static func takesWrites(_ connection: OpaquePointer) -> Bool {
+        guard let result = PQexec(connection, "SELECT current_setting('transaction_read_only')") else { return false }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_TUPLES_OK, PQntuples(result) == 1 else { return false }
+        return String(cString: PQgetvalue(result, 0, 0)) == "off"
     }
 }
 

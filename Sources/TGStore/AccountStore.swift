@@ -253,7 +253,7 @@ public struct AccountStore: Sendable {
               \(grant.expiresAt), \(grant.idTokenHint), \(grant.policy), \(now), \(now))
             ON CONFLICT (account_id) DO UPDATE SET refresh_token = EXCLUDED.refresh_token, key_id = EXCLUDED.key_id,
               scopes = EXCLUDED.scopes, expires_at = EXCLUDED.expires_at, id_token_hint = EXCLUDED.id_token_hint,
-              policy = EXCLUDED.policy,
+              policy = EXCLUDED.policy, refresh_claimed_until = NULL,
               version = upstream_grants.version + 1, updated_at = EXCLUDED.updated_at
             """
         )
@@ -291,10 +291,37 @@ public struct AccountStore: Sendable {
         return (try row.decode(SealedBlob?.self, "id_token_hint"), try row.decode(String?.self, "policy"))
     }
 
-    /// A refresh failed without ending the grant: one more failure, and no refresh before `retryAt`.
+    /// Claims the grant at `version` for one refresh until `until` (migration 0011), for a
+    /// caller that holds the grant's advisory lock: false when the grant moved past that version
+    /// or another refresh's claim holds — one not expired at `now` and made on another server
+    /// (before a failover or a restart). A claim made on this server is void: its holder's lock
+    /// is free, so its session ended while this server lived (the process died).
+    public func claimRefresh(_ account: UUID, version: Int, until: Date, now: Date) async throws -> Bool {
+        let claimed = try await executor.query(
+            """
+            UPDATE upstream_grants SET refresh_claimed_until = \(until), refresh_claimed_on = pg_postmaster_start_time()
+            WHERE account_id = \(account) AND version = \(version)
+              AND (refresh_claimed_until IS NULL OR refresh_claimed_until <= \(now)
+                   OR refresh_claimed_on = pg_postmaster_start_time())
+            """
+        )
+        return claimed.affectedRows == 1
+    }
+
+    /// Gives up a refresh's claim whose answer changed nothing in the grant (a refused scope).
+    public func releaseRefreshClaim(_ account: UUID) async throws {
+        try await executor.query("UPDATE upstream_grants SET refresh_claimed_until = NULL WHERE account_id = \(account)")
+    }
+
+    /// A refresh failed without ending the grant: one more failure, and no refresh before
+    /// `retryAt`; its claim is given up.
     public func recordRefreshFailure(_ account: UUID, retryAt: Date) async throws {
         try await executor.query(
-            "UPDATE upstream_grants SET refresh_failures = refresh_failures + 1, refresh_retry_at = \(retryAt) WHERE account_id = \(account)"
+            """
+            UPDATE upstream_grants SET refresh_failures = refresh_failures + 1, refresh_retry_at = \(retryAt),
+              refresh_claimed_until = NULL
+            WHERE account_id = \(account)
+            """
         )
     }
 
@@ -308,7 +335,7 @@ public struct AccountStore: Sendable {
               key_id = CASE WHEN \(sealed)::bytea IS NULL THEN key_id ELSE \(rotation.keyID) END,
               expires_at = COALESCE(\(rotation.refreshTokenExpiresAt), expires_at),
               id_token_hint = COALESCE(\(rotation.idTokenHint), id_token_hint), version = version + 1, updated_at = \(now),
-              refresh_failures = 0, refresh_retry_at = NULL,
+              refresh_failures = 0, refresh_retry_at = NULL, refresh_claimed_until = NULL,
               forced_refresh_at = CASE WHEN \(rotation.forced) THEN \(now) ELSE forced_refresh_at END
             WHERE account_id = \(rotation.account) AND version = \(rotation.version)
             """

@@ -14,6 +14,7 @@ public enum SchemaMigrations {
         migration(8, "dpop", PackageResources._008_dpop_sql),
         migration(9, "rate_limits", PackageResources._009_rate_limits_sql),
         migration(10, "provider_faults", PackageResources._010_provider_faults_sql),
+        migration(11, "refresh_claims", PackageResources._011_refresh_claims_sql),
     ]
 
     private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -309,6 +310,11 @@ class Stack:
         with urllib.request.urlopen(self.provider_url + "/stats", timeout=10) as answer:
             return json.load(answer)
 
+    def provider_history(self, sub: str) -> list:
+        """The provider's and the API's last events for a user (what a failure report shows)."""
+        with urllib.request.urlopen(self.provider_url + "/history?sub=" + urllib.parse.quote(sub), timeout=10) as answer:
+            return json.load(answer)
+
     def provider_control(self, **faults) -> dict:
         request = urllib.request.Request(self.provider_url + "/control", data=json.dumps(faults).encode(), method="POST")
         with urllib.request.urlopen(request, timeout=10) as answer:
@@ -379,6 +385,8 @@ error_log {directory}/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
     access_log {directory}/access.log combined;
+    # Which instance answered (bench/fleet records it with each failure).
+    add_header X-Fleet-Upstream $upstream_addr always;
     client_body_temp_path {temp["body"]};
     proxy_temp_path {temp["proxy"]};
     fastcgi_temp_path {temp["fastcgi"]};

@@ -12,7 +12,8 @@ callback → the app's redirect with a handoff code → POST /auth/token), then 
 seconds (±20 %) does one of `Load.WEIGHTS`:
 
 - `me`: GET /auth/me (200);
-- `api`: GET /api/items/items/<n> (200), one in five answered 200–800 ms late by the API; `api_forced`: the same with ?invalidate=<id>, so the
+- `api`: GET /api/items/items/<n> (200); one in five (`api_slow`) answered 200–800 ms late by
+  the API, so that requests are in flight when an instance drains; `api_forced`: the same with ?invalidate=<id>, so the
   fake API refuses the upstream token once and TokenGate refreshes it and retries;
 - `api_post`: POST /api/items/items (201);
 - `refresh`: POST /auth/token grant_type=refresh_token; the rotated refresh token is kept before
@@ -129,12 +130,14 @@ class Load:
         with self.lock:
             self.samples.append((self.elapsed(), kind, seconds))
 
-    def fail(self, device, kind: str, outcome: str, method: str, path: str, status, body: str, error: str = None):
+    def fail(self, device, kind: str, outcome: str, method: str, path: str, status, body: str, error: str = None,
+             upstream: str = None):
         self.count_outcome(kind, outcome)
         with self.lock:
-            self.failures.append({"t": round(self.elapsed(), 2), "device": device.index, "kind": kind, "outcome": outcome,
-                                  "method": method, "path": path.split("?")[0], "status": status,
-                                  "body": (body or "")[:300], "error": error})
+            self.failures.append({"t": round(self.elapsed(), 2), "wall": round(time.time(), 3), "device": device.index,
+                                  "user": device.user, "kind": kind, "outcome": outcome, "method": method,
+                                  "path": path.split("?")[0], "status": status, "body": (body or "")[:300], "error": error,
+                                  "upstream": upstream, "recent": list(device.recent)})
 
     def total(self, outcome: str, kinds=None) -> int:
         with self.lock:
@@ -174,6 +177,7 @@ class Device:
         self.checks = []  # (due, kind, access token, refresh token): old credentials that must be dead
         self.logins = 0
         self.forced_at = -FORCED_SPACING
+        self.recent = []  # the last answers: (wall time, kind, status, instance), kept with each failure
 
     # HTTP.
     def request(self, kind: str, method: str, path: str, expect, retry: bool, **kwargs):
@@ -194,11 +198,14 @@ class Device:
                 self.load.fail(self, kind, "failed", method, path, None, "", f"{type(error).__name__}: {error}")
                 return None
             self.load.sample(kind, time.monotonic() - started)
+            upstream = answer.headers.get("X-Fleet-Upstream")
+            self.recent.append((round(time.time(), 3), kind, answer.status_code, upstream))
+            del self.recent[:-8]
             if answer.status_code in expect:
                 self.load.count_outcome(kind, "ok")
                 return answer
             if answer.status_code in RETRYABLE and attempt + 1 < attempts:
-                self.load.fail(self, kind, "retried", method, path, answer.status_code, answer.text)
+                self.load.fail(self, kind, "retried", method, path, answer.status_code, answer.text, upstream=upstream)
                 try:
                     delay = min(2.0, float(answer.headers.get("Retry-After", "0.5")))
                 except ValueError:
@@ -206,9 +213,9 @@ class Device:
                 time.sleep(delay)
                 continue
             if self.session_over(answer):
-                self.load.fail(self, kind, "signin_again", method, path, answer.status_code, answer.text)
+                self.load.fail(self, kind, "signin_again", method, path, answer.status_code, answer.text, upstream=upstream)
                 raise SignInAgain()
-            self.load.fail(self, kind, "failed", method, path, answer.status_code, answer.text)
+            self.load.fail(self, kind, "failed", method, path, answer.status_code, answer.text, upstream=upstream)
             return None
         return None
 
@@ -320,8 +327,8 @@ class Device:
         elif action in ("api", "api_forced"):
             # One in five takes the API a while: requests in flight when an instance drains.
             slow = f"?delay_ms={self.random.randrange(200, 800)}" if self.random.random() < 0.2 else ""
-            self.request("api", "GET", f"/api/{UPSTREAM}/items/{self.random.randrange(100)}{slow}", {200}, retry=False,
-                         headers=self.bearer())
+            self.request("api_slow" if slow else "api", "GET", f"/api/{UPSTREAM}/items/{self.random.randrange(100)}{slow}",
+                         {200}, retry=False, headers=self.bearer())
         elif action == "api_post":
             self.request("api_post", "POST", f"/api/{UPSTREAM}/items", {201}, retry=True, headers=self.bearer(),
                          json={"device": self.index, "at": time.time()})

@@ -74,6 +74,7 @@ class ProviderState:
             "injected_failures": 0, "access_tokens_issued": 0,
         }
         self.reuse_log = []  # the first reuses: sub, family, seconds since the token was spent
+        self.history = {}  # sub -> the last 40 events (t, what, token tail, detail), for failure reports
         self.api = {"calls": 0, "ok": 0, "forced_invalidations": 0, "unauthorized_unexpected": 0, "by_method": {}}
 
     # The JWS of an ID token.
@@ -97,6 +98,7 @@ class ProviderState:
         self.refresh[refresh] = {"sub": sub, "family": family, "state": "live", "issued": time.time(), "spent_at": None}
         self.families[family]["live"] = refresh
         self.counts["access_tokens_issued"] += 1
+        self.note(sub, "issued", access, f"family {family[-4:]} scope {scope}")
         claims = {"iss": self.issuer, "sub": sub, "aud": self.client_id, "azp": self.client_id, "iat": now,
                   "exp": now + 300, "email": f"{sub}@fleet.example", "name": sub}
         if nonce:
@@ -104,11 +106,18 @@ class ProviderState:
         return {"access_token": access, "token_type": "Bearer", "expires_in": self.access_ttl,
                 "refresh_token": refresh, "id_token": self.sign(claims), "scope": scope}
 
+    def note(self, sub: str, what: str, token: str = "", detail: str = ""):
+        """Caller holds the lock."""
+        events = self.history.setdefault(sub, [])
+        events.append((round(time.time(), 3), what, token[-6:], detail))
+        del events[:-40]
+
     def revoke_family(self, family: str):
         entry = self.families.get(family)
         if entry is None or entry["revoked"]:
             return
         entry["revoked"] = True
+        self.note(entry["sub"], "family revoked", "", family[-4:])
         if entry["live"]:
             self.refresh[entry["live"]]["state"] = "revoked"
             entry["live"] = None
@@ -187,6 +196,9 @@ class ProviderHandler(Handler):
             return self.userinfo()
         if path == "/stats":
             return self.reply(200, s.stats())
+        if path == "/history":
+            with s.lock:
+                return self.reply(200, s.history.get(self.query().get("sub", ""), []))
         if path == "/healthz":
             return self.reply(200, {"status": "ok"})
         self.reply(404, {"error": "not_found"})
@@ -321,6 +333,7 @@ class ProviderHandler(Handler):
                 s.revoke_family(s.refresh[token]["family"])
             elif token in s.access:
                 s.access[token]["revoked"] = True
+                s.note(s.access[token]["sub"], "access token revoked", token)
         self.reply(200, raw=b"")
 
     def userinfo(self):
@@ -353,6 +366,8 @@ class APIHandler(Handler):
             alive = entry is not None and not entry["revoked"] and entry["expires"] > time.time()
             reason = "unknown" if entry is None else "revoked" if entry["revoked"] else "expired" if not alive else None
             forced = False
+            if entry is not None:
+                s.note(entry["sub"], f"api {self.command}", token, f"{reason or 'alive'}{' invalidate' if invalidate else ''}")
             if alive and invalidate and invalidate not in s.invalidations:
                 s.invalidations.add(invalidate)
                 entry["revoked"], alive, forced = True, False, True
