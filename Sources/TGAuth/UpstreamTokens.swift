@@ -82,11 +82,18 @@ extension AuthService {
         {
             return served
         }
-        return try await refreshes.run(
+        let token = try await refreshes.run(
             Self.flightKey(account.id, scopeKey),
             joined: { metrics.joinedRefresh(provider: account.provider) },
             work: { try await self.obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, ahead: false) }
         )
+        if let rejected, token.value != rejected {
+            // An API refused `rejected`, and other instances may hold it: they drop it, whichever
+            // flight replaced it (this call's own, or a refresh ahead of expiry it joined, which
+            // knew nothing of the refusal). Best effort: the token is served either way.
+            try? await store.accounts.announceInvalidation(account.id)
+        }
+        return token
     }
 
     /// The single-flight key of an account's token for a scope set.

@@ -340,15 +340,14 @@ public struct AccountStore: Sendable {
             WHERE account_id = \(rotation.account) AND version = \(rotation.version)
             """
         )
-        guard updated.affectedRows == 1 else { return false }
-        if rotation.forced {
-            // An API refused the token this replaces: every instance drops its copy at commit, so
-            // that none sends it again (a POST would not be retried). The triggers of migration
-            // 0003 announce deletions only; a refresh before expiry needs no announcement.
-            let account = rotation.account.uuidString.lowercased()
-            try await executor.query("SELECT pg_notify(\(InvalidationFeed.channel), \(account))")
-        }
-        return true
+        return updated.affectedRows == 1
+    }
+
+    /// Tells every instance to drop what it holds for `account` (as the triggers of migration
+    /// 0003 do for deletions): an upstream token an API refused was replaced, and a replacement
+    /// before expiry is otherwise not announced.
+    public func announceInvalidation(_ account: UUID) async throws {
+        try await executor.query("SELECT pg_notify(\(InvalidationFeed.channel), \(account.uuidString.lowercased()))")
     }
 
     // MARK: - Upstream access tokens

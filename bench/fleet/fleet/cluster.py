@@ -311,7 +311,7 @@ class Stack:
             return json.load(answer)
 
     def provider_history(self, sub: str) -> list:
-        """The provider's and the API's last events for a user (what a failure report shows)."""
+        """The provider's and the API's last 80 events for a user (what a failure report shows)."""
         with urllib.request.urlopen(self.provider_url + "/history?sub=" + urllib.parse.quote(sub), timeout=10) as answer:
             return json.load(answer)
 

@@ -80,10 +80,11 @@ class Load:
     WEIGHTS = {"api": 40, "api_forced": 6, "api_post": 6, "me": 14, "refresh": 22, "transfer": 4, "relogin": 4}
 
     def __init__(self, base_url: str, devices: int = 24, duration: float = 60, interval: float = 1.0,
-                 weights: dict = None, seed: int = None, timeout: float = 15):
+                 weights: dict = None, seed: int = None, timeout: float = 15, history=None):
         self.base_url, self.count, self.duration, self.interval = base_url.rstrip("/"), devices, duration, interval
         self.weights = dict(weights or self.WEIGHTS)
         self.timeout = timeout
+        self.history = history  # user -> the provider's recent events (Stack.provider_history), kept with failures
         self.run_id = secrets.token_hex(3)
         self.random = random.Random(seed)
         self.lock = threading.Lock()
@@ -133,11 +134,17 @@ class Load:
     def fail(self, device, kind: str, outcome: str, method: str, path: str, status, body: str, error: str = None,
              upstream: str = None):
         self.count_outcome(kind, outcome)
+        history = None
+        if outcome != "retried" and self.history is not None and len(self.failures) < 50:
+            try:
+                history = self.history(device.user)  # the provider's view, as it was at the failure
+            except Exception as problem:
+                history = str(problem)
         with self.lock:
             self.failures.append({"t": round(self.elapsed(), 2), "wall": round(time.time(), 3), "device": device.index,
                                   "user": device.user, "kind": kind, "outcome": outcome, "method": method,
                                   "path": path.split("?")[0], "status": status, "body": (body or "")[:300], "error": error,
-                                  "upstream": upstream, "recent": list(device.recent)})
+                                  "upstream": upstream, "recent": list(device.recent), "provider_history": history})
 
     def total(self, outcome: str, kinds=None) -> int:
         with self.lock:

@@ -74,7 +74,7 @@ class ProviderState:
             "injected_failures": 0, "access_tokens_issued": 0,
         }
         self.reuse_log = []  # the first reuses: sub, family, seconds since the token was spent
-        self.history = {}  # sub -> the last 40 events (t, what, token tail, detail), for failure reports
+        self.history = {}  # sub -> the last 80 events (t, what, token tail, detail), for failure reports
         self.api = {"calls": 0, "ok": 0, "forced_invalidations": 0, "unauthorized_unexpected": 0, "by_method": {}}
 
     # The JWS of an ID token.
@@ -110,7 +110,7 @@ class ProviderState:
         """Caller holds the lock."""
         events = self.history.setdefault(sub, [])
         events.append((round(time.time(), 3), what, token[-6:], detail))
-        del events[:-40]
+        del events[:-80]
 
     def revoke_family(self, family: str):
         entry = self.families.get(family)

@@ -36,12 +36,6 @@ def settle(load: Load, stack: Stack):
 def print_load(load: Load, stack: Stack = None):
     summary = load.summary()
     if stack is not None:
-        # The provider's and API's history of the users whose requests failed (the first few).
-        for failure in summary["failures"][:20]:
-            try:
-                failure["provider_history"] = stack.provider_history(failure["user"])
-            except Exception as error:
-                failure["provider_history"] = str(error)
         with open(os.path.join(stack.work, "load.json"), "w") as f:
             json.dump(summary, f, indent=1)
     say(f"load: {summary['devices']} devices, {summary['seconds']} s")
@@ -75,7 +69,7 @@ def smoke(seconds: float = 30, devices: int = 12, **stack_options) -> int:
     with Stack(instances=3, **stack_options) as stack:
         stack.start()
         say(f"3 instances behind nginx at {stack.entry_url}; {devices} devices for {seconds:.0f} s")
-        load = Load(stack.entry_url, devices=devices, duration=seconds).start()
+        load = Load(stack.entry_url, devices=devices, duration=seconds, history=stack.provider_history).start()
         load.join(timeout=seconds + 120)
         settle(load, stack)
         print_load(load, stack)
@@ -98,7 +92,7 @@ def rolling(devices: int = 24, warmup: float = 10, pause: float = 11, grace: int
     with Stack(instances=3, sessions=sessions, **stack_options) as stack:
         stack.start()
         say(f"3 instances behind nginx at {stack.entry_url}; {devices} devices")
-        load = Load(stack.entry_url, devices=devices, duration=900).start()
+        load = Load(stack.entry_url, devices=devices, duration=900, history=stack.provider_history).start()
         checks_extra = Checks()
         try:
             time.sleep(warmup)
@@ -171,7 +165,7 @@ def soak(minutes: float = 10, devices: int = 24, every: float = 10, warmup: floa
     with Stack(instances=2, **stack_options) as stack:
         stack.start()
         say(f"2 instances behind nginx at {stack.entry_url}; {devices} devices for {minutes:g} min, a sample every {every:g} s")
-        load = Load(stack.entry_url, devices=devices, duration=seconds).start()
+        load = Load(stack.entry_url, devices=devices, duration=seconds, history=stack.provider_history).start()
         samples = []  # dicts: t, the series, latency of the interval, errors and operations so far
         stop = threading.Event()
 
