@@ -4,7 +4,7 @@
 #   bench/proxy.sh [DURATION_SECONDS] [CONNECTIONS] [ROUNDS] [BURST]
 #
 # Starts a throwaway PostgreSQL, oidc-provider-mock, nginx, the C floor (bench/floor/proxy_floor.c:
-# the one-loop design of issue 15 without TokenGate's logic) and a release `tokengate serve`, logs
+# TokenGate's one-loop design without its logic) and a release `tokengate serve`, logs
 # in once through the provider (scripts/mock_login.py), then:
 #   1. cached   GET /api/bench/hello through TokenGate (session and upstream token in memory) vs
 #               nginx `proxy_pass` and vs the C floor, both sending the upstream the fields

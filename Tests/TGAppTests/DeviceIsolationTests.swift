@@ -94,7 +94,7 @@ import Testing
         try await AuthFlowHarness.run { h in
             let alice = try await h.logIn(as: "alice")
             let device = try #require(alice["device_secret"] as? String)
-            // The provider rejected Alice's grant (what issue 5's refresh marks).
+            // The provider rejected Alice's grant (what a refresh the provider refuses marks).
             try await h.database.query("UPDATE accounts SET state = 'stale', stale_reason = 'invalid_grant' WHERE subject = 'alice'")
             _ = try await h.logIn(as: "bob", deviceSecret: device)
             #expect(try await h.count("SELECT count(*) AS n FROM accounts WHERE subject = 'alice'") == 0)

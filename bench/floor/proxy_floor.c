@@ -1,5 +1,5 @@
 /*
- * The floor of TokenGate's proxy hop on this stack (issue 15's design, done minimally in C):
+ * The floor of TokenGate's proxy hop on this stack (TokenGate's one-loop design, done minimally in C):
  * one event loop per thread, each with its own epoll set holding a libmicrohttpd daemon in
  * external mode (MHD_USE_EPOLL, its epoll fd nested in the loop's) and a libcurl multi handle
  * driven by curl_multi_socket_action on the same epoll set; curl's and MHD's deadlines bound
