@@ -178,7 +178,9 @@ extension AuthService {
     func checkClient(_ provider: OpenIDProvider, fault: ProviderFault?, now: Date) async -> OpenIDProvider.ClientCheck {
         let lifetime = settings.clientCheckLifetime
         for seen in [fault?.clientCheckedAt, providerMarks.clientAccepted(provider.name)] {
-            if let seen, now.timeIntervalSince(seen) < lifetime, seen <= now { return .accepted }
+            // A check stamped a little ahead of `now` (another instance's clock, or the database's
+            // microseconds rounding up) counts as recent.
+            if let seen, now.timeIntervalSince(seen) < lifetime { return .accepted }
         }
         let check = await provider.checkClient()
         if check == .accepted {

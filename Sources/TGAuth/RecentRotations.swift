@@ -13,16 +13,39 @@ final class RecentRotations: Sendable {
     /// second, and Patroni does not promote a replica lagging more than
     /// `maximum_lag_on_failover` (1 MiB by default).
     static let window: Duration = .seconds(30)
-    private let kept = Mutex<[UUID: (rotation: UpstreamRotation, at: ContinuousClock.Instant)]>([:])
+
+    private struct Kept {
+        /// The latest rotation of each account, with when it was written.
+        var latest: [UUID: (rotation: UpstreamRotation, at: ContinuousClock.Instant)] = [:]
+        /// Every remembered write in order, `head` the oldest not yet pruned: pruning looks only
+        /// at the front, so a refresh pays for the entries that expired, not for all it keeps.
+        var order: [(account: UUID, at: ContinuousClock.Instant)] = []
+        var head = 0
+
+        mutating func prune(now: ContinuousClock.Instant) {
+            while head < order.count, now - order[head].at >= RecentRotations.window {
+                let (account, at) = order[head]
+                if latest[account]?.at == at { latest[account] = nil }
+                head += 1
+            }
+            if head > 1024, head * 2 > order.count {
+                order.removeFirst(head)
+                head = 0
+            }
+        }
+    }
+
+    private let kept = Mutex(Kept())
 
     func remember(_ rotation: UpstreamRotation) {
         guard rotation.refreshToken != nil else { return }  // nothing the provider spent
         let now = ContinuousClock.now
         kept.withLock { kept in
-            kept = kept.filter { now - $0.value.at < Self.window }
+            kept.prune(now: now)
             // Bounded: a burst of refreshes keeps the most recent ones only.
-            if kept.count >= 100_000 { kept.removeAll() }
-            kept[rotation.account] = (rotation, now)
+            if kept.latest.count >= 100_000 { kept = Kept() }
+            kept.latest[rotation.account] = (rotation, now)
+            kept.order.append((rotation.account, now))
         }
     }
 
@@ -30,8 +53,8 @@ final class RecentRotations: Sendable {
     func recent() -> [UpstreamRotation] {
         let now = ContinuousClock.now
         return kept.withLock { kept in
-            kept = kept.filter { now - $0.value.at < Self.window }
-            return kept.values.sorted { $0.at < $1.at }.map(\.rotation)
+            kept.prune(now: now)
+            return kept.latest.values.sorted { $0.at < $1.at }.map(\.rotation)
         }
     }
 }

@@ -129,8 +129,9 @@ extension AuthService {
     /// The end of the backoff window this instance knows for the account's grant or its whole
     /// provider, if one is running at `now`.
     func backoff(_ account: AccountSummary, now: Date) -> Date? {
-        let windows = [refreshBackoff.until(account.id), providerBackoff.until(account.provider)].compactMap { $0 }.filter { $0 > now }
-        return windows.max()
+        let grant = refreshBackoff.until(account.id).flatMap { $0 > now ? $0 : nil }
+        guard let provider = providerBackoff.until(account.provider), provider > now else { return grant }
+        return max(grant ?? provider, provider)
     }
 
     /// Scopes in a canonical order, the key of the token cache (``UpstreamScopes/key``).

@@ -115,6 +115,26 @@ import Testing
         }
     }
 
+    /// The check of the client is shared through the database: an empty 400 met by a second
+    /// instance within the check's lifetime is settled without asking the provider again.
+    @Test func theClientIsCheckedOnceForAllInstances() async throws {
+        var settings = Self.shortUpstreamTokens()
+        settings.rejectedGrantEmptyBodyStatus = 400
+        try await Self.run(settings: settings) { h in
+            let second = try await h.startInstance()
+            defer { Task { await second.stop() } }
+            let alice = try #require(try await h.logIn(as: "alice")["access_token"] as? String)
+            let bob = try #require(try await h.logIn(as: "bob")["access_token"] as? String)
+            h.fake.revokeAllTokens(for: "alice")
+            h.fake.revokeAllTokens(for: "bob")
+            h.clock.advance(by: 60)
+            #expect(try await h.get("/api/graph/me", bearer: alice).status == 401)
+            #expect(try await h.get("/api/graph/me", bearer: bob, at: second).status == 401)
+            #expect(h.fake.requests(to: "/revoke").count == 1)
+            #expect(try await h.count("SELECT count(*) AS n FROM accounts WHERE state = 'stale'") == 2)
+        }
+    }
+
     /// The safety valve: 30 grants of one provider rejected inside a minute. The first 19 end
     /// (suspended, grant kept), the 20th trips the valve and no more are ended; on the provider's
     /// next success the 19 come back, signed in.
