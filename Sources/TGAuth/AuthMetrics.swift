@@ -51,6 +51,11 @@ public struct AuthMetrics: Sendable {
             .increment()
     }
 
+    /// A DPoP proof accepted on this instance's memory alone: the shared record was unreachable.
+    func dpopProofCheckedInMemoryOnly() {
+        Counter(label: "tokengate_dpop_proofs_unshared_total", factory: factory).increment()
+    }
+
     /// Rows a sweep removed, by kind.
     func swept(_ report: SweepReport) {
         let kinds = [
@@ -58,6 +63,7 @@ public struct AuthMetrics: Sendable {
             ("revoked_refresh_tokens", report.revokedRefreshTokens), ("accounts", report.accounts), ("devices", report.devices),
             ("upstream_revocations", report.upstreamRevocations), ("transfer_codes", report.transferCodes),
             ("logout_token_ids", report.logoutTokenIDs), ("rate_limit_buckets", report.rateLimitBuckets),
+            ("dpop_proofs", report.dpopProofs),
         ]
         for (kind, count) in kinds {
             Counter(label: "tokengate_sweeper_removed_total", dimensions: [("kind", kind)], factory: factory).increment(by: count)

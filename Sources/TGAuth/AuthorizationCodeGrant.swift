@@ -13,8 +13,8 @@ public struct HandoffRedemption: Sendable {
     public var clientID: String
     /// The device's secret from an earlier answer: adds this account to that device.
     public var deviceSecret: String?
-    /// The thumbprint of the key of the request's verified DPoP proof, if it had one.
-    public var dpopJKT: String?
+    /// The request's verified DPoP proof, if it had one: recorded once the code is found good.
+    public var dpop: DPoPProof?
 
     public init(
         code: String,
@@ -22,14 +22,14 @@ public struct HandoffRedemption: Sendable {
         redirectURI: String,
         clientID: String,
         deviceSecret: String? = nil,
-        dpopJKT: String? = nil
+        dpop: DPoPProof? = nil
     ) {
         self.code = code
         self.codeVerifier = codeVerifier
         self.redirectURI = redirectURI
         self.clientID = clientID
         self.deviceSecret = deviceSecret
-        self.dpopJKT = dpopJKT
+        self.dpop = dpop
     }
 }
 
@@ -54,7 +54,7 @@ extension AuthService {
             }
             deviceHash = hash
         }
-        let jkt = try bindingKey(request.dpopJKT, client: request.clientID)
+        let jkt = try bindingKey(request.dpop?.jkt, client: request.clientID)
         let now = clock.now()
         let outcome = try await store.transaction { transaction in
             try await redeem(request, codeHash: codeHash, deviceHash: deviceHash, jkt: jkt, now: now, in: transaction)
@@ -138,6 +138,7 @@ extension AuthService {
             device = try await transaction.devices.create(secretHash: secret.hash, client: request.clientID, now: now)
             newDeviceSecret = secret
         }
+        try await recordProof(request.dpop, in: transaction)
         let orphans = try await transaction.sessions.endStale(onDevice: device, now: now)
         let access = OpaqueToken.mint()
         let refresh = OpaqueToken.mint()

@@ -1,12 +1,15 @@
 import Foundation
 import Synchronization
+import TGBase
 import TGCrypto
 import TGStore
 
 /// The proofs this instance saw lately (RFC 9449 §11.1), by key and `jti`, in bounded memory:
 /// two generations, each `window` long, so a proof is remembered at least as long as its `iat`
-/// is acceptable. Past `capacity` entries a new proof is refused (fail closed) rather than a
-/// remembered one forgotten early.
+/// is acceptable. The shared record (`dpop_proofs`) decides; this one answers a replay to the
+/// same instance without a statement, and stands in alone while the database is unreachable.
+/// Past `capacity` entries, or past a quarter of it for one key, it records nothing more
+/// (``Insertion/full``) rather than forget a remembered proof early.
 final class DPoPReplayCache: Sendable {
     /// 128 bits of SHA-256(jkt, jti): collisions are out of reach, and an entry is two words.
     struct Key: Hashable {
@@ -24,6 +27,11 @@ final class DPoPReplayCache: Sendable {
             self.high = high
             self.low = low
         }
+
+        /// The 16 bytes, big-endian, as the shared record keeps them.
+        var bytes: [UInt8] {
+            (0..<16).map { index in UInt8(truncatingIfNeeded: (index < 8 ? high : low) >> (8 * (7 - UInt64(index % 8)))) }
+        }
     }
 
     enum Insertion: Equatable {
@@ -33,35 +41,44 @@ final class DPoPReplayCache: Sendable {
     private struct Generations {
         var current: Set<Key> = []
         var previous: Set<Key> = []
+        /// Entries per key thumbprint, in both generations.
+        var perKey: [String: Int] = [:]
+        var previousPerKey: [String: Int] = [:]
         var startedAt: Date?
     }
 
     private let state = Mutex(Generations())
     private let window: TimeInterval
     private let capacity: Int
+    /// What one key may hold: a flood of one key's proofs leaves room for the others.
+    private let perKeyCapacity: Int
 
     init(window: TimeInterval, capacity: Int) {
         self.window = window
         self.capacity = capacity
+        perKeyCapacity = max(1, capacity / 4)
     }
 
-    func insert(_ key: Key, now: Date) -> Insertion {
+    func insert(_ key: Key, jkt: String, now: Date) -> Insertion {
         state.withLock { state in
             let started = state.startedAt ?? now
             if now.timeIntervalSince(started) >= 2 * window {
-                state.previous = []
-                state.current = []
-                state.startedAt = now
+                state = Generations(startedAt: now)
             } else if now.timeIntervalSince(started) >= window {
                 state.previous = state.current
+                state.previousPerKey = state.perKey
                 state.current = []
+                state.perKey = [:]
                 state.startedAt = now
             } else if state.startedAt == nil {
                 state.startedAt = now
             }
             if state.current.contains(key) || state.previous.contains(key) { return .replayed }
-            guard state.current.count + state.previous.count < capacity else { return .full }
+            let ofKey = state.perKey[jkt, default: 0]
+            guard state.current.count + state.previous.count < capacity, ofKey + state.previousPerKey[jkt, default: 0] < perKeyCapacity
+            else { return .full }
             state.current.insert(key)
+            state.perKey[jkt] = ofKey + 1
             return .fresh
         }
     }
@@ -98,4 +115,36 @@ final class DPoPNonces: Sendable {
         let period = period(now)
         return sealedPeriod == period || sealedPeriod == period - 1
     }
+}
+
+extension AuthService {
+    /// Records `proof` as used, once the request it came with is otherwise authentic (its token
+    /// names a session bound to the proof's key); refused when any instance accepted it before.
+    /// While the database is unreachable, this instance's memory alone decides
+    /// (docs/threat_model.md, "DPoP").
+    public func recordProof(_ proof: DPoPProof) async throws {
+        let local = dpop.replays.insert(proof.replayKey, jkt: proof.jkt, now: clock.now())
+        guard local != .replayed else { throw DPoPError.usedBefore }
+        switch try await store.dpopProofs.recordIfReachable(proof.replayKey.bytes, until: proof.acceptableUntil) {
+        case .recorded: return
+        case .usedBefore: throw DPoPError.usedBefore
+        case .unreachable(let error):
+            // Memory that could not record it cannot vouch for it: the database's outage answers.
+            guard local == .fresh else { throw error }
+            metrics.dpopProofCheckedInMemoryOnly()
+        }
+    }
+
+    /// Records the proof of a token request in the grant's `transaction`, once the grant is
+    /// found good: a refused grant records nothing, and a replayed proof rolls the grant back.
+    func recordProof(_ proof: DPoPProof?, in transaction: StoreTransaction) async throws {
+        guard let proof else { return }
+        guard try await transaction.dpopProofs.record(proof.replayKey.bytes, until: proof.acceptableUntil) else {
+            throw OAuthError(DPoPError.usedBefore)
+        }
+    }
+}
+
+extension DPoPError {
+    static let usedBefore = DPoPError.invalid("This DPoP proof was used before: make a new proof (a new jti) for each request.")
 }

@@ -9,24 +9,30 @@ extension AuthService {
     /// retry after a lost response, or two requests racing); any older token of the family, or
     /// the previous one after the window, is reuse and ends the whole family.
     ///
-    /// A session bound to a DPoP key refreshes only with a proof of that key (`dpopJKT`, verified);
-    /// an unbound one of an app that uses DPoP is bound by a refresh that brings a proof.
-    public func refresh(refreshToken: String, clientID: String, dpopJKT: String? = nil) async throws -> IssuedTokens {
+    /// A session bound to a DPoP key refreshes only with a proof of that key (`dpop`, verified,
+    /// recorded once the refresh token is found good), even after its app's `dpop` was turned
+    /// `off`; without a proof there, the session ends (`invalid_grant`: sign in again). An
+    /// unbound session of an app that uses DPoP is bound by a refresh that brings a proof.
+    public func refresh(refreshToken: String, clientID: String, dpop: DPoPProof? = nil) async throws -> IssuedTokens {
         guard clients[clientID] != nil else { throw OAuthError(.invalidClient, "client_id names no registered app.") }
         guard let hash = OpaqueToken.hashIfWellFormed(refreshToken) else { throw Self.deadRefreshToken }
         let now = clock.now()
         let outcome = try await store.transaction { transaction in
-            try await rotate(hash, clientID: clientID, proofKey: dpopJKT, now: now, in: transaction)
+            try await rotate(hash, clientID: clientID, proof: dpop, now: now, in: transaction)
         }
         return try await finish(outcome)
     }
 
     static let deadRefreshToken = OAuthError(.invalidGrant, "The refresh token is not valid any more. Log in again.")
+    static let unboundApp = OAuthError(
+        .invalidGrant,
+        "This session's tokens were bound to a DPoP key, and this app no longer uses DPoP; the session has ended. Log in again."
+    )
 
     private func rotate(
         _ hash: TokenHash,
         clientID: String,
-        proofKey: String?,
+        proof: DPoPProof?,
         now: Date,
         in transaction: StoreTransaction
     ) async throws -> RedemptionOutcome<IssuedTokens> {
@@ -39,11 +45,18 @@ extension AuthService {
             }
             let jkt: String?
             if let bound = current.dpopJKT {
-                guard proofKey == bound else { return .refused(Self.otherDPoPKey) }
+                if proof == nil, clients[clientID]?.dpop == .off {
+                    // Bound before the app's DPoP was turned off, and the app sends no proof any
+                    // more: the binding cannot be honoured, so the session ends cleanly.
+                    try await transaction.sessions.end(.session(current.id))
+                    return .refused(Self.unboundApp, orphans: [account.id])
+                }
+                guard proof?.jkt == bound else { return .refused(Self.otherDPoPKey) }
                 jkt = bound
             } else {
-                jkt = try bindingKey(proofKey, client: clientID)
+                jkt = try bindingKey(proof?.jkt, client: clientID)
             }
+            try await recordProof(proof, in: transaction)
             let access = OpaqueToken.mint()
             let refresh = OpaqueToken.mint()
             let tokens = IssuedTokens(
@@ -79,10 +92,11 @@ extension AuthService {
         }
         if let previous = try await transaction.sessions.lockByPreviousRefreshToken(hash) {
             // A bound session's kept answer goes only to a proof of its key, as a refresh would.
-            if let bound = previous.dpopJKT, proofKey != bound { return .refused(Self.otherDPoPKey) }
+            if let bound = previous.dpopJKT, proof?.jkt != bound { return .refused(Self.otherDPoPKey) }
             if previous.clientID == clientID, let rotatedAt = previous.rotatedAt,
                 now.timeIntervalSince(rotatedAt) <= settings.refreshReplayGrace, let sealed = previous.replay
             {
+                try await recordProof(proof, in: transaction)
                 let json = try vault.open(sealed, context: TokenVault.Context.replay(previous.id))
                 return .issued(try JSONDecoder().decode(IssuedTokens.self, from: Data(json.utf8)), orphans: [])
             }

@@ -15,9 +15,9 @@ public struct TokenExchangeRequest: Sendable {
     public var scope: String?
     public var requestedTokenType: String?
     public var clientID: String?
-    /// The thumbprint of the key of the request's verified DPoP proof, if it had one: a bound
-    /// `subject_token` is exchanged only with a proof of its key.
-    public var dpopJKT: String?
+    /// The request's verified DPoP proof, if it had one: a bound `subject_token` is exchanged
+    /// only with a proof of its key, recorded once the token is found good.
+    public var dpop: DPoPProof?
 
     public init(
         subjectToken: String,
@@ -26,9 +26,9 @@ public struct TokenExchangeRequest: Sendable {
         scope: String? = nil,
         requestedTokenType: String? = nil,
         clientID: String? = nil,
-        dpopJKT: String? = nil
+        dpop: DPoPProof? = nil
     ) {
-        self.dpopJKT = dpopJKT
+        self.dpop = dpop
         self.subjectToken = subjectToken
         self.subjectTokenType = subjectTokenType
         self.resource = resource
@@ -75,7 +75,15 @@ extension AuthService {
         if let clientID = request.clientID, clientID != context.clientID {
             throw OAuthError(.invalidGrant, "subject_token was issued to another client.")
         }
-        if let bound = context.dpopJKT, request.dpopJKT != bound { throw Self.otherDPoPKey }
+        if let bound = context.dpopJKT {
+            guard let proof = request.dpop, proof.jkt == bound else { throw Self.otherDPoPKey }
+            // The subject token is good and bound to the proof's key: now the proof is used.
+            do {
+                try await recordProof(proof)
+            } catch let error as DPoPError {
+                throw OAuthError(error)
+            }
+        }
         let scopes = try exchangeScopes(request, provider: context.account.provider)
         let token: UpstreamAccessToken
         do {

@@ -26,15 +26,15 @@ public struct TransferRedemption: Sendable {
     public var transferCode: String
     public var codeVerifier: String
     public var clientID: String
-    /// The thumbprint of the key of the request's verified DPoP proof: the new sessions are bound
-    /// to it when the app uses DPoP.
-    public var dpopJKT: String?
+    /// The request's verified DPoP proof: the new sessions are bound to its key when the app
+    /// uses DPoP; it is recorded once the code and verifier are found good.
+    public var dpop: DPoPProof?
 
-    public init(transferCode: String, codeVerifier: String, clientID: String, dpopJKT: String? = nil) {
+    public init(transferCode: String, codeVerifier: String, clientID: String, dpop: DPoPProof? = nil) {
         self.transferCode = transferCode
         self.codeVerifier = codeVerifier
         self.clientID = clientID
-        self.dpopJKT = dpopJKT
+        self.dpop = dpop
     }
 }
 
@@ -162,7 +162,7 @@ extension AuthService {
         guard Syntax.isCodeVerifier(request.codeVerifier) else {
             throw OAuthError(.invalidRequest, "code_verifier must be 43 to 128 unreserved characters (RFC 7636).")
         }
-        let jkt = try bindingKey(request.dpopJKT, client: request.clientID)
+        let jkt = try bindingKey(request.dpop?.jkt, client: request.clientID)
         let now = clock.now()
         let outcome = try await store.transaction { transaction in
             try await redeem(request, codeHash: codeHash, jkt: jkt, now: now, in: transaction)
@@ -216,6 +216,7 @@ extension AuthService {
                 )
             )
         }
+        try await recordProof(request.dpop, in: transaction)
         // From here on the code is spent, whatever the outcome.
         var moving: [TransferableSession] = []
         var orphans: [UUID] = []

@@ -168,7 +168,7 @@ import Testing
         }
     }
 
-    @Test func theProxyNeedsAProofOfTheBoundKeyOnTheEventLoopAndOffIt() async throws {
+    @Test func theProxyNeedsAProofOfTheBoundKeyCheckedOffTheEventLoop() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, appClientOptions: ", dpop: required", transport: .sockets) { h in
             let key = try DPoPKey()
             let token = try #require(try await logIn(h, key: key).json["access_token"] as? String)
@@ -176,7 +176,8 @@ import Testing
             func call(_ headers: [String]) async throws -> TestResponse {
                 try await h.get("/api/graph/me", headers: ["Authorization: DPoP \(token)"] + headers)
             }
-            // The first call loads session and token (the task path), the second is answered on the loop.
+            // The first call loads session and token, the second has them in memory: both check
+            // and record the proof in a task (a signature check and a statement), not on the loop.
             for _ in 0..<2 {
                 let ok = try await call(["DPoP: " + (try key.proof("GET", url, accessToken: token))])
                 #expect(ok.status == 200, "\(ok.body)")
@@ -190,7 +191,87 @@ import Testing
             let bearer = try await h.get("/api/graph/me", bearer: token)
             #expect(bearer.status == 401 && bearer.json["code"] as? String == "invalid_token")
             let scrape = try await h.scrapeMetrics()
-            #expect(scrape.contains(#"tokengate_proxy_calls_total{path="loop"} 1"#), "\(scrape)")
+            // Two good calls, no proof, another key's proof; the bearer call is refused on the loop.
+            #expect(scrape.contains(#"tokengate_proxy_calls_total{path="task"} 4"#), "\(scrape)")
+            #expect(scrape.contains(#"tokengate_proxy_calls_total{path="loop"} 0"#), "\(scrape)")
         }
     }
+
+    @Test func aProofUsedOnOneInstanceIsRefusedOnAnother() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, appClientOptions: ", dpop: required", transport: .sockets) { h in
+            let key = try DPoPKey()
+            let token = try #require(try await logIn(h, key: key).json["access_token"] as? String)
+            let second = try await h.startInstance()
+            for path in ["/auth/me", "/api/graph/me"] {
+                let headers = ["Authorization: DPoP \(token)", "DPoP: " + (try key.proof("GET", h.auth.issuer + path, accessToken: token))]
+                let first = try await h.get(path, headers: headers)
+                #expect(first.status == 200, "\(path): \(first.body)")
+                // The same proof and token sent to another instance, with another query.
+                let replayed = try await h.get(path, query: [("replayed", "1")], headers: headers, at: second)
+                #expect(replayed.status == 401, "\(path): \(replayed.body)")
+                #expect(replayed.json["detail"] as? String == "This DPoP proof was used before: make a new proof (a new jti) for each request.")
+                let fresh = ["Authorization: DPoP \(token)", "DPoP: " + (try key.proof("GET", h.auth.issuer + path, accessToken: token))]
+                #expect(try await h.get(path, headers: fresh, at: second).status == 200)
+            }
+            await second.stop()
+        }
+    }
+
+    @Test func aFloodOfProofsWithMadeUpGrantsLeavesAnAuthenticCallItsPlace() async throws {
+        try await AuthFlowHarness.run(extraConfiguration: "dpop: { replay_cache_entries: 1000 }", appClientOptions: ", dpop: allowed") { h in
+            let key = try DPoPKey()
+            let login = try await logIn(h, key: key)
+            let refresh = try #require(login.json["refresh_token"] as? String)
+            let url = h.auth.issuer + "/auth/token"
+            // Anyone can make a key and proofs for the public client_id: more proofs than the
+            // replay memory holds, each with a made-up refresh token.
+            let attacker = try DPoPKey()
+            for _ in 0..<1_100 {
+                let form = [("grant_type", "refresh_token"), ("refresh_token", OpaqueToken.mint().value), ("client_id", AuthFlowHarness.appClient)]
+                let answer = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try attacker.proof("POST", url))])
+                #expect(answer.status == 400 && answer.json["error"] as? String == "invalid_grant")
+            }
+            let form = [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", AuthFlowHarness.appClient)]
+            let good = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try key.proof("POST", url))])
+            #expect(good.status == 200, "\(good.body)")
+            let token = try #require(good.json["access_token"] as? String)
+            #expect(try await me(h, token: token, key: key).status == 200)
+        }
+    }
+
+    @Test func aSessionBoundBeforeItsAppTurnedDPoPOffKeepsItsBindingOrEnds() async throws {
+        try await AuthFlowHarness.run(appClientOptions: ", dpop: allowed") { h in
+            let key = try DPoPKey()
+            let bound = try await logIn(h, key: key)
+            let other = try await logIn(h, key: key)
+            // The operator turns the app's DPoP off (an instance started with the new setting).
+            let off = try await h.startInstance { configuration in
+                for index in configuration.clients.indices { configuration.clients[index].dpop = "off" }
+            }
+            let url = h.auth.issuer + "/auth/token"
+            func refresh(_ tokens: TestResponse, proof: Bool) async throws -> TestResponse {
+                let form = [
+                    ("grant_type", "refresh_token"), ("refresh_token", try #require(tokens.json["refresh_token"] as? String)),
+                    ("client_id", AuthFlowHarness.appClient),
+                ]
+                return await off.client.post("/auth/token", form: form, headers: proof ? [.dpop: try key.proof("POST", url)] : [:])
+            }
+            // An app that still sends proofs keeps its bound session, and its tokens stay bound.
+            let kept = try await refresh(bound, proof: true)
+            #expect(kept.status == 200 && kept.json["token_type"] as? String == "DPoP", "\(kept.body)")
+            let token = try #require(kept.json["access_token"] as? String)
+            let headers = ["Authorization: DPoP \(token)", "DPoP: " + (try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: token))]
+            #expect(try await h.get("/auth/me", headers: headers, at: off).status == 200)
+            // One that sends none any more gets invalid_grant (sign in again), and the session is over.
+            let ended = try await refresh(other, proof: false)
+            #expect(ended.status == 400 && ended.json["error"] as? String == "invalid_grant", "\(ended.body)")
+            let again = try await refresh(other, proof: true)
+            #expect(again.status == 400 && again.json["error"] as? String == "invalid_grant", "\(again.body)")
+            await off.stop()
+        }
+    }
+}
+
+extension HTTPField.Name {
+    static let dpop = HTTPField.Name("DPoP")!
 }

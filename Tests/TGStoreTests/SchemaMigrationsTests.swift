@@ -30,7 +30,8 @@ import Testing
             let tables = try rows.rows.map { try $0.decode(String.self, "name") }
             #expect(
                 tables == [
-                    "accounts", "devices", "grant_rejections", "handoff_codes", "logout_token_ids", "pending_logins", "provider_faults",
+                    "accounts", "devices", "dpop_proofs", "grant_rejections", "handoff_codes", "logout_token_ids", "pending_logins",
+                    "provider_faults",
                     "rate_limit_buckets", "revoked_refresh_tokens", "schema_migrations", "sessions", "suspended_sessions", "transfer_codes",
                     "upstream_access_tokens", "upstream_grants", "upstream_revocations",
                 ]

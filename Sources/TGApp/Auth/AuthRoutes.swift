@@ -18,7 +18,7 @@ enum AuthRoutes {
         let session = RoutePolicy(session: { request in
             let token = try presentedToken(request)
             let context = try await service.authenticate(accessToken: String(token.value))
-            try DPoPGate.check(request, session: context, token: token, auth: service)
+            try await DPoPGate.check(request, session: context, token: token, auth: service)
             return context
         })
         router.add(
@@ -53,7 +53,7 @@ enum AuthRoutes {
                 let token = String(presented.value)
                 // A DPoP-bound session logs out only with a proof of its key (expired or not).
                 if let context = try await service.session(ofAccessToken: token) {
-                    try DPoPGate.check(request, session: context, token: presented, auth: service)
+                    try await DPoPGate.check(request, session: context, token: presented, auth: service)
                 }
                 var parameters = request.queryItems
                 if !request.body.isEmpty { parameters += try formParameters(request) }

@@ -14,11 +14,27 @@ struct PresentedToken {
 enum DPoPGate {
     /// Checks that a request using `session` with `token` satisfies the session's binding: a
     /// bound session needs the `DPoP` scheme and one proof of its key for this method and URL,
-    /// with the token's hash (`ath`); an unbound one needs the `Bearer` scheme. Runs on the
-    /// cached proxy path too: no I/O, one signature check for a bound session.
-    static func check(_ request: ServerRequest, session: SessionContext, token: PresentedToken, auth: AuthService) throws(DPoPError) {
+    /// with the token's hash (`ath`), used nowhere before (the shared record: a statement); an
+    /// unbound one needs the `Bearer` scheme.
+    static func check(_ request: ServerRequest, session: SessionContext, token: PresentedToken, auth: AuthService) async throws {
         do {
-            try checkBinding(request, session: session, token: token, auth: auth)
+            guard let bound = try boundKey(session: session, token: token) else { return }
+            guard let proof = try onlyProof(request) else { throw DPoPError(.invalidProof, "Send a DPoP proof in the DPoP header.") }
+            let target = DPoPTarget(method: request.method.rawValue, uri: auth.issuer + request.path, accessToken: token.value)
+            // The key is compared before the signature is checked, and the proof is recorded
+            // only once it is found good: a made-up proof costs no signature check and no record.
+            try await auth.recordProof(try auth.dpop.verify(proof, for: target, boundTo: bound))
+        } catch var refusal as DPoPError {
+            refusal.algorithms = auth.dpop.algorithmNames
+            throw refusal
+        }
+    }
+
+    /// Whether `session` is bound, so that a proof must be checked (off the event loop: a
+    /// signature check and a statement); throws when the scheme does not match the binding.
+    static func needsProof(session: SessionContext, token: PresentedToken, auth: AuthService) throws(DPoPError) -> Bool {
+        do {
+            return try boundKey(session: session, token: token) != nil
         } catch {
             var refusal = error
             refusal.algorithms = auth.dpop.algorithmNames
@@ -26,26 +42,23 @@ enum DPoPGate {
         }
     }
 
-    private static func checkBinding(_ request: ServerRequest, session: SessionContext, token: PresentedToken, auth: AuthService) throws(DPoPError) {
+    /// The key `session` is bound to (nil for a bearer session), once the scheme matches it.
+    private static func boundKey(session: SessionContext, token: PresentedToken) throws(DPoPError) -> String? {
         guard let bound = session.dpopJKT else {
             guard !token.isDPoP else {
                 throw DPoPError(.invalidToken, "This access token is not DPoP-bound: send it as Authorization: Bearer.")
             }
-            return
+            return nil
         }
         guard token.isDPoP else {
             throw DPoPError(.invalidToken, "This access token is DPoP-bound: send it as Authorization: DPoP with a DPoP proof.")
         }
-        guard let proof = try onlyProof(request) else { throw DPoPError(.invalidProof, "Send a DPoP proof in the DPoP header.") }
-        let target = DPoPTarget(method: request.method.rawValue, uri: auth.issuer + request.path, accessToken: token.value)
-        guard try auth.dpop.verify(proof, for: target) == bound else {
-            throw DPoPError(.invalidProof, "The DPoP proof is signed by another key than the one this access token is bound to.")
-        }
+        return bound
     }
 
-    /// The thumbprint of the key of a token request's proof, when it sends one (verified for
-    /// `POST` to the token endpoint's public URL).
-    static func proofKey(_ request: ServerRequest, auth: AuthService) throws(OAuthError) -> String? {
+    /// A token request's verified proof, when it sends one (for `POST` to the token endpoint's
+    /// public URL); not yet recorded: the grant records it once the grant is found good.
+    static func proof(_ request: ServerRequest, auth: AuthService) throws(OAuthError) -> DPoPProof? {
         do {
             guard let proof = try onlyProof(request) else { return nil }
             return try auth.dpop.verify(proof, for: DPoPTarget(method: request.method.rawValue, uri: auth.issuer + request.path))

@@ -16,14 +16,16 @@ enum TokenEndpoint {
                 return value
             }
             // A DPoP proof, when the app sends one (RFC 9449 §5): its key binds the new tokens. An
-            // app without DPoP has its header ignored, as by a server without DPoP; a token
-            // exchange checks it whoever asks (a bound subject token needs it).
+            // app without DPoP has its header ignored, as by a server without DPoP, except on a
+            // refresh (a session bound before the app's DPoP was turned off keeps its binding);
+            // a token exchange checks it whoever asks (a bound subject token needs it).
             let usesDPoP = parameters["client_id"].flatMap { service.clients[$0]?.dpop }.map { $0 != .off } ?? false
-            let proofKey =
-                usesDPoP || parameters["grant_type"] == TokenExchangeRequest.grantType
-                ? try DPoPGate.proofKey(request, auth: service) : nil
+            let grant = parameters["grant_type"]
+            let proof =
+                usesDPoP || grant == "refresh_token" || grant == TokenExchangeRequest.grantType
+                ? try DPoPGate.proof(request, auth: service) : nil
             let tokens: any Encodable
-            switch parameters["grant_type"] {
+            switch grant {
             case "authorization_code":
                 tokens = try await service.redeemHandoff(
                     HandoffRedemption(
@@ -32,14 +34,14 @@ enum TokenEndpoint {
                         redirectURI: try required("redirect_uri"),
                         clientID: try required("client_id"),
                         deviceSecret: parameters["device_secret"],
-                        dpopJKT: proofKey
+                        dpop: proof
                     )
                 )
             case "refresh_token":
                 tokens = try await service.refresh(
                     refreshToken: try required("refresh_token"),
                     clientID: try required("client_id"),
-                    dpopJKT: proofKey
+                    dpop: proof
                 )
             case TokenExchangeRequest.grantType:
                 tokens = try await service.exchange(
@@ -50,7 +52,7 @@ enum TokenEndpoint {
                         scope: parameters["scope"],
                         requestedTokenType: parameters["requested_token_type"],
                         clientID: parameters["client_id"],
-                        dpopJKT: proofKey
+                        dpop: proof
                     )
                 )
             case TransferRedemption.grantType:
@@ -59,7 +61,7 @@ enum TokenEndpoint {
                         transferCode: try required("transfer_code"),
                         codeVerifier: try required("code_verifier"),
                         clientID: try required("client_id"),
-                        dpopJKT: proofKey
+                        dpop: proof
                     )
                 )
             case nil:

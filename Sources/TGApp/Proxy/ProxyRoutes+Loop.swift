@@ -9,7 +9,7 @@ import TGHTTPServer
 // per core"): session and upstream token from memory, the call on the loop's own libcurl
 // client, the answer streamed back from the same loop. No task, no lock, no thread hop. Anything
 // the memory cannot answer (a session or token to load or refresh, a streamed upload, the
-// retry after a 401) takes the async path, `forward`.
+// retry after a 401, a DPoP proof to check and record) takes the async path, `forward`.
 
 extension ProxyRoutes {
     func forwardFromLoop(_ request: ServerRequest, _ info: RequestInfo, _ responder: RouteResponder) {
@@ -21,12 +21,12 @@ extension ProxyRoutes {
                 let session = try auth.cachedSessionForAPI(accessToken: presented.value),
                 session.account.provider == upstream.settings.provider,
                 let token = auth.cachedUpstreamAccessToken(for: session, scopes: upstream.scopes),
-                let bearer = ProxyHeaders.bearerLines(token)
+                let bearer = ProxyHeaders.bearerLines(token),
+                try !DPoPGate.needsProof(session: session, token: presented, auth: auth)
             else {
                 forwardAsync(request, info, responder)
                 return
             }
-            try DPoPGate.check(request, session: session, token: presented, auth: auth)
             let client = upstream.loopClients[loop.index]
             let bodyMethod = method == .post || method == .put || method == .patch
             let timeout = Duration.seconds(upstream.settings.timeoutSeconds)

@@ -157,7 +157,7 @@ final class ProxyRoutes: Sendable {
         let method = request.method
         let presented = try AuthRoutes.presentedToken(request)
         let session = try await auth.authenticateForAPI(accessToken: String(presented.value))
-        try DPoPGate.check(request, session: session, token: presented, auth: auth)
+        try await DPoPGate.check(request, session: session, token: presented, auth: auth)
         guard session.account.provider == settings.provider else {
             throw AuthProblem(
                 .wrongProvider,

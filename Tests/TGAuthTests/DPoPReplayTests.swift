@@ -1,0 +1,76 @@
+import Foundation
+import Logging
+import TGAuth
+import TGCrypto
+import TGTesting
+import Testing
+
+/// A DPoP proof is accepted once by the whole fleet (RFC 9449 §11.1): the shared record in
+/// PostgreSQL, against a real database.
+@Suite struct DPoPReplayTests {
+    static let url = "https://gw.example/api/graph/me"
+
+    /// Another instance: its own verifier and memory, the same database, keys and clock.
+    func secondInstance(_ f: DomainFixture) -> AuthService {
+        AuthService(
+            store: f.auth.store,
+            vault: f.auth.vault,
+            providers: Array(f.auth.providers.values),
+            clients: Array(f.auth.clients.values),
+            settings: f.auth.settings,
+            issuer: f.auth.issuer,
+            clock: f.clock.wallClock,
+            logger: .init(label: "tokengate.test.second")
+        )
+    }
+
+    func verified(_ auth: AuthService, _ proof: String) throws -> DPoPProof {
+        try auth.dpop.verify(proof, for: DPoPTarget(method: "GET", uri: Self.url, accessToken: "access-token"))
+    }
+
+    @Test func aProofAcceptedByOneInstanceIsRefusedByAnother() async throws {
+        try await DomainFixture.run { f in
+            let key = try DPoPKey()
+            let second = secondInstance(f)
+            let proof = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: f.clock.now)
+            try await f.auth.recordProof(try verified(f.auth, proof))
+            // The other instance verifies it (its signature and claims are good) and refuses it as used.
+            let elsewhere = try verified(second, proof)
+            await #expect(throws: DPoPError.self) { try await second.recordProof(elsewhere) }
+            // And so does the first, from its memory.
+            await #expect(throws: DPoPError.self) { try await f.auth.recordProof(try verified(f.auth, proof)) }
+            // A new proof of the same key is good on either.
+            let fresh = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: f.clock.now)
+            try await second.recordProof(try verified(second, fresh))
+        }
+    }
+
+    @Test func twoInstancesRecordingOneProofAtOnceAcceptItOnce() async throws {
+        try await DomainFixture.run { f in
+            let key = try DPoPKey()
+            let instances = [f.auth, secondInstance(f), secondInstance(f), secondInstance(f)]
+            let proof = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: f.clock.now)
+            let verifiedProofs = try instances.map { try verified($0, proof) }
+            let accepted = await withTaskGroup(of: Bool.self) { group in
+                for (auth, verified) in zip(instances, verifiedProofs) {
+                    group.addTask { (try? await auth.recordProof(verified)) != nil }
+                }
+                return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+            #expect(accepted == 1)
+        }
+    }
+
+    @Test func theSweeperForgetsProofsOnceTheyAreTooOldToBeAccepted() async throws {
+        try await DomainFixture.run { f in
+            let key = try DPoPKey()
+            for _ in 0..<3 {
+                let proof = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: f.clock.now)
+                try await f.auth.recordProof(try verified(f.auth, proof))
+            }
+            #expect(try await f.auth.sweep()?.dpopProofs == 0)
+            f.clock.advance(by: f.auth.settings.dpop.proofMaxAge + 1)
+            #expect(try await f.auth.sweep()?.dpopProofs == 3)
+        }
+    }
+}
