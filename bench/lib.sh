@@ -9,14 +9,19 @@ release_build() {
     bindir=$(swift build "${RELEASE_FLAGS[@]}" --show-bin-path)
 }
 
+# Pinning, for the scripts that set it: SERVER_CPUS for what serves (TokenGate, its database,
+# the nginx reference and upstream), LOAD_CPUS for wrk (taskset lists). Unset: not pinned.
+# on_server_cpus COMMAND...: COMMAND on SERVER_CPUS (its children inherit them).
+on_server_cpus() { ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$@"; }
+
 # wrk_run URL [WRK OPTIONS...] [-- SCRIPT ARGUMENTS...]: "req/s p50 p99 errors" of one run
-# (latencies as wrk prints them); uses $connections and $duration. wrk prints "Requests/sec: N"
-# and, with --latency, "50% 1.2ms".
+# (latencies as wrk prints them); uses $connections, $duration and LOAD_CPUS. wrk prints
+# "Requests/sec: N" and, with --latency, "50% 1.2ms".
 wrk_run() {
     local url=$1 out rps p50 p99 errors options=()
     shift
     while [ $# -gt 0 ] && [ "$1" != -- ]; do options+=("$1"); shift; done
-    out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency "${options[@]}" "$url" "$@")
+    out=$(${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} wrk -t2 -c"$connections" -d"${duration}s" --latency "${options[@]}" "$url" "$@")
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
     p50=$(awk '$1=="50%" {print $2}' <<<"$out")
     p99=$(awk '$1=="99%" {print $2}' <<<"$out")
@@ -74,7 +79,7 @@ http {
     }
 }
 NGINX
-    nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
+    on_server_cpus nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
 }
 
 # The start-up the scripts that run a real `tokengate serve` share. They use $bindir and append
@@ -97,7 +102,7 @@ wait_for() {
 # prints that database's URL. (Stop it with `scripts/pg.sh stop WORK/pg PORT`.)
 bench_database() {
     local admin_url psql
-    admin_url=$(scripts/pg.sh start "$1/pg" "$2")
+    admin_url=$(on_server_cpus scripts/pg.sh start "$1/pg" "$2")
     psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
     "$psql" "$admin_url" -qAt -c "CREATE DATABASE bench" >/dev/null
     echo "${admin_url%/*}/bench"
@@ -157,7 +162,8 @@ callgrind_binary() {
 # (log in WORK/tg.log) once /readyz answers; sets tg_pid.
 start_tokengate() {
     "$bindir/tokengate" migrate --config "$1/tokengate.yaml" >/dev/null
-    "$bindir/tokengate" serve --config "$1/tokengate.yaml" >"$1/tg.log" 2>&1 &
+    # taskset execs the binary: $! is TokenGate's pid.
+    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$bindir/tokengate" serve --config "$1/tokengate.yaml" >"$1/tg.log" 2>&1 &
     tg_pid=$!
     pids+=($tg_pid)
     wait_for "http://127.0.0.1:$2/readyz"
