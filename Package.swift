@@ -65,7 +65,7 @@ let package = Package(
 
         // Small value types every layer shares, with no dependency: form and query encoding,
         // UTF-8 byte access, JSON values with sorted-key output, the wall clock, Duration
-        // conversions, the loopback check, single-flight.
+        // conversions, the loopback check, the client key of per-client limits, single-flight.
         .target(name: "TGBase", swiftSettings: strictSettings),
 
         // Layer 2: Swift wrappers that know C but not OAuth.

@@ -136,7 +136,14 @@ public enum TokenGateApp {
             let server = configuration.server
             let shared = server.rateLimitStore == .database ? auth.store.rateLimits : nil
             func limiter(_ scope: String, _ perMinute: Int) -> RateLimiter {
-                RateLimiter(scope: scope, perMinute: perMinute, store: shared, metrics: metrics, now: auth.clock.now)
+                RateLimiter(
+                    scope: scope,
+                    perMinute: perMinute,
+                    store: shared,
+                    metrics: metrics,
+                    ipv6PrefixLength: server.ipv6PrefixLength,
+                    now: auth.clock.now
+                )
             }
             let limits = AuthRoutes.Limits(
                 login: limiter("login", server.loginRateLimitPerMinute),
@@ -231,6 +238,7 @@ public enum TokenGateApp {
         settings.threads = eventLoopCount(configuration, cpus: .current())
         settings.connectionLimit = server.connectionLimit
         settings.perIPConnectionLimit = server.maxConnectionsPerIP
+        settings.perIPConnectionIPv6PrefixLength = server.ipv6PrefixLength
         let trusted = TrustedProxies(server.trustedProxies)
         if !trusted.isEmpty { settings.perIPConnectionLimitExempt = { trusted.isTrusted($0) } }
         settings.minBodyRate = server.minBodyBytesPerSecond > 0 ? (server.minBodyBytesPerSecond, .seconds(10)) : nil

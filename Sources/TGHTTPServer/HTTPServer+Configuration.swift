@@ -15,6 +15,9 @@ extension HTTPServer {
         /// Connections at most from one IP address, across all loops (0: no per-IP limit). A
         /// connection over it is closed as soon as it opens.
         public var perIPConnectionLimit: Int = 0
+        /// IPv6 clients count against the per-IP limit by their first this many bits (a
+        /// subscriber is usually given a whole /64); an IPv4-mapped IPv6 peer is its IPv4 address.
+        public var perIPConnectionIPv6PrefixLength: Int = 64
         /// Peers the per-IP limit does not apply to (trusted reverse proxies, whose connections
         /// carry many clients), by address text.
         public var perIPConnectionLimitExempt: (@Sendable (String) -> Bool)?

@@ -74,7 +74,12 @@ public final class HTTPServer: @unchecked Sendable {
         self.givenLoops = loops
         self.stopsGivenLoops = stopsLoops
         if stopsLoops { ownedLoops = loops }
-        self.perIP = configuration.perIPConnectionLimit > 0 ? ConnectionsPerIP(limit: configuration.perIPConnectionLimit) : nil
+        self.perIP =
+            configuration.perIPConnectionLimit > 0
+            ? ConnectionsPerIP(
+                limit: configuration.perIPConnectionLimit,
+                ipv6PrefixLength: configuration.perIPConnectionIPv6PrefixLength
+            ) : nil
         let heads = self.heads
         let headTimeout = configuration.requestHeadTimeout
         let minBodyRate = configuration.minBodyRate

@@ -1,4 +1,5 @@
 import CMicroHTTPDShims
+import TGBase
 
 #if canImport(Glibc)
 import Glibc
@@ -53,6 +54,22 @@ enum PeerAddress: Sendable, Hashable {
             var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
             guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
             return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
+    /// What the per-IP connection limit counts this peer under: its IPv4 address, or its IPv6
+    /// address's first `ipv6PrefixLength` bits; unknown peers share one key.
+    func clientKey(ipv6PrefixLength: Int) -> ClientKey {
+        switch self {
+        case .unknown:
+            return ClientKey(address: "-", ipv6PrefixLength: ipv6PrefixLength)
+        case .ipv4(let networkOrder):
+            return ClientKey(ipv4: UInt32(bigEndian: networkOrder))
+        case .ipv6(let high, let low):
+            // The bytes of `in6_addr` in order, loaded as stored: big-endian numbers.
+            return ClientKey(ipv6: UInt64(bigEndian: high), UInt64(bigEndian: low), prefixLength: ipv6PrefixLength)
+        case .text(let text):
+            return ClientKey(address: text, ipv6PrefixLength: ipv6PrefixLength)
         }
     }
 

@@ -121,6 +121,19 @@ import Testing
         #expect(keys.contains("server.min_body_bytes_per_second"))
     }
 
+    @Test func ipv6ClientsAreKeyedByASlash64UnlessConfiguredBetween32And128() throws {
+        let database = ["TOKENGATE_DATABASE_URL": "postgresql://127.0.0.1/x"]
+        let configuration = try ConfigurationLoader.load(path: nil, environment: database)
+        #expect(configuration.server.ipv6PrefixLength == 64)
+        let narrower = database.merging(["TOKENGATE_SERVER_IPV6_PREFIX_LENGTH": "56"]) { $1 }
+        let narrowed = try ConfigurationLoader.load(path: nil, environment: narrower)
+        #expect(narrowed.server.ipv6PrefixLength == 56)
+        for wrong in ["31", "129", "0"] {
+            let keys = problems(nil, database.merging(["TOKENGATE_SERVER_IPV6_PREFIX_LENGTH": wrong]) { $1 }).map(\.key)
+            #expect(keys == ["server.ipv6_prefix_length"], "\(wrong)")
+        }
+    }
+
     @Test func neverPrintsASecretInTheRenderedConfigurationOrADump() throws {
         let secretFile = try write("provider-secret-VALUE", extension: "txt")
         let path = try write(yaml.replacingOccurrences(of: "SECRET_FILE", with: secretFile), extension: "yaml")

@@ -160,6 +160,31 @@ import Testing
         }
     }
 
+    /// One subscriber gets a /64: each of its addresses must not be a bucket of its own. The
+    /// addresses come through `X-Forwarded-For` from a trusted proxy (the harness's peer is
+    /// 127.0.0.1), as they do behind nginx.
+    @Test func twoAddressesOfOneIPv6SlashSixtyFourShareALoginRateLimitBucket() async throws {
+        try await AuthFlowHarness.run(
+            rateLimits: "login_rate_limit_per_minute: 1, callback_rate_limit_per_minute: 0, token_rate_limit_per_minute: 0",
+            serverOptions: ", trusted_proxies: [127.0.0.1]"
+        ) { h in
+            // Two more addresses of the first /64 (one bracketed, with a port), another /64, an IPv4
+            // client, and the same client as an IPv4-mapped IPv6 address.
+            let addresses = [
+                "2001:db8::1", "2001:db8::2", "[2001:db8::ffff:ffff:ffff:ffff]:443", "2001:db8:0:1::1", "198.51.100.7",
+                "::ffff:198.51.100.7",
+            ]
+            var statuses: [Int] = []
+            for address in addresses {
+                let login = try await h.get("/auth/login", query: AuthFlowHarness.AppLogin().query, headers: ["X-Forwarded-For: \(address)"])
+                statuses.append(login.status)
+            }
+            #expect(statuses == [302, 429, 429, 302, 302, 429])
+            // The access log still names the client's own address, not its bucket.
+            #expect(h.logs.lines.contains { $0.contains(#""remote":"2001:db8::2""#) })
+        }
+    }
+
     func expectNothingStored(_ h: AuthFlowHarness) async throws {
         for table in ["accounts", "upstream_grants", "handoff_codes", "sessions", "devices", "pending_logins"] {
             let n = try await h.count(PostgresQuery(unsafeSQL: "SELECT count(*) AS n FROM \(table)"))

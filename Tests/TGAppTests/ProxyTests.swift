@@ -180,6 +180,28 @@ import Testing
         }
     }
 
+    /// The server looks an API's limits up by the name's bytes as sent, before the route is
+    /// matched: an escaped spelling of the name (`%67raph`) must not reach the API past them.
+    @Test func anEscapedAPINameIsRefusedAndNeverReachesTheAPIPastItsBodyLimit() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths + ", max_body_bytes: 1024", transport: .sockets) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            let body = String(repeating: "A", count: 4096)
+            func post(_ path: String) async throws -> CurlResult {
+                try await curl([
+                    "-i", "-X", "POST", harness.baseURL + path, "-H", "Authorization: Bearer \(token)",
+                    "-H", "Content-Type: application/octet-stream", "-H", "Expect:", "--data-binary", body,
+                ])
+            }
+            let escaped = try await post("/api/%67raph/me")
+            #expect(escaped.status == 404)
+            #expect(escaped.json["code"] as? String == "not_found")
+            #expect(try await post("/api/gr%61ph/me").status == 404)
+            #expect(try await post("/api/graph/me").status == 413)
+            #expect(try await curl(["-i", harness.baseURL + "/api/%67raph/me", "-H", "Authorization: Bearer \(token)"]).status == 404)
+            #expect(harness.graph!.received.isEmpty)
+        }
+    }
+
     static let uploads = #", path_prefixes: ["/echo", "/upload"], methods: [GET, POST, PUT], timeout_seconds: 60"#
 
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }

@@ -1,11 +1,14 @@
 import CoreMetrics
 import Foundation
 import HTTPTypes
+import TGBase
 import TGHTTPServer
 import TGStore
 
-/// Requests per client address and minute for one limit (`scope`: login, callback, token, …), as
-/// a token bucket per address: a burst of the whole minute's allowance, refilled continuously.
+/// Requests per client and minute for one limit (`scope`: login, callback, token, …), as a token
+/// bucket per client: a burst of the whole minute's allowance, refilled continuously. A client is
+/// its address's ``ClientKey`` (``key(for:)``): an IPv4 address, or an IPv6 address's first
+/// ``ipv6PrefixLength`` bits, since one subscriber usually holds a whole /64.
 ///
 /// With a ``RateLimitStore`` the buckets live in PostgreSQL and every instance spends the same
 /// allowance (docs/scaling.md, "Rate limits"). Requests do not each take a token there: an instance
@@ -25,6 +28,8 @@ final class RateLimiter: @unchecked Sendable {
 
     let scope: String
     let perMinute: Int
+    /// IPv6 clients share a bucket per prefix of this many bits.
+    let ipv6PrefixLength: Int
     let now: @Sendable () -> Date
     let store: RateLimitStore?
     /// The statements that take from `store`, for many addresses at once.
@@ -45,10 +50,12 @@ final class RateLimiter: @unchecked Sendable {
         perMinute: Int,
         store: RateLimitStore? = nil,
         metrics: TokenGateMetrics? = nil,
+        ipv6PrefixLength: Int = ClientKey.defaultIPv6PrefixLength,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.scope = scope
         self.perMinute = perMinute
+        self.ipv6PrefixLength = ipv6PrefixLength
         self.store = store
         self.now = now
         maxLease = max(1, perMinute / 20)
@@ -69,6 +76,13 @@ final class RateLimiter: @unchecked Sendable {
         takesGranted = counter("granted")
         takesEmpty = counter("empty")
         takesUnavailable = counter("unavailable")
+    }
+
+    /// The bucket of a client at `address` (as logged: the peer, or what a trusted proxy says);
+    /// `-` when the address is unknown. The decisions below take this key, not the address.
+    func key(for address: String?) -> String {
+        guard let address else { return "-" }
+        return ClientKey(address: address, ipv6PrefixLength: ipv6PrefixLength).description
     }
 
     /// What a request gets without waiting.

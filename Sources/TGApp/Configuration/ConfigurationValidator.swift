@@ -124,6 +124,9 @@ struct ConfigurationValidator {
         if let threads = server.threads { positive(threads, "server.threads") }
         positive(server.connectionLimit, "server.connection_limit")
         if server.maxConnectionsPerIP < 0 { problem("server.max_connections_per_ip", "must be 0 (no limit) or more") }
+        if !(32...128).contains(server.ipv6PrefixLength) {
+            problem("server.ipv6_prefix_length", "must be between 32 and 128 (the bits of an IPv6 address that make one client)")
+        }
         if server.minBodyBytesPerSecond < 0 { problem("server.min_body_bytes_per_second", "must be 0 (no minimum) or more") }
         positive(server.connectionTimeoutSeconds, "server.connection_timeout_seconds")
         if server.requestHeadTimeoutSeconds < 0 {

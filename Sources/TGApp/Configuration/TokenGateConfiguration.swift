@@ -67,6 +67,10 @@ public struct TokenGateConfiguration: Sendable, Codable {
         /// Requests per client address and minute to `/auth/backchannel-logout/{provider}` (0: no
         /// limit). The provider is the client: one address sends every logout of a mass sign-out.
         public var backChannelLogoutRateLimitPerMinute: Int
+        /// IPv6 clients are counted by their first this many bits, by the rate limits and by
+        /// `max_connections_per_ip` (a subscriber is usually given a whole /64, so every address
+        /// of its own is one client); 32 to 128. An IPv4-mapped address counts as its IPv4 address.
+        public var ipv6PrefixLength: Int
         /// Where the rate limits' buckets live: `database`, shared by every instance
         /// (docs/scaling.md), or `memory`, this instance's own.
         public var rateLimitStore: RateLimitStoreKind
@@ -92,6 +96,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case tokenRateLimitPerMinute = "token_rate_limit_per_minute"
             case backChannelLogoutRateLimitPerMinute = "backchannel_logout_rate_limit_per_minute"
             case rateLimitStore = "rate_limit_store"
+            case ipv6PrefixLength = "ipv6_prefix_length"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -114,6 +119,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             tokenRateLimitPerMinute = try c.value(.tokenRateLimitPerMinute, default: 120)
             backChannelLogoutRateLimitPerMinute = try c.value(.backChannelLogoutRateLimitPerMinute, default: 600)
             rateLimitStore = try c.value(.rateLimitStore, default: .database)
+            ipv6PrefixLength = try c.value(.ipv6PrefixLength, default: 64)
         }
     }
 

@@ -88,9 +88,12 @@ public final class Application: Sendable {
             info.parameters = parameters
             // The route's policy, before its handler: the rate limit here (from memory when it
             // can tell, else from the shared bucket below), the session below.
+            // Buckets are per client key (an IPv6 client's /64), the log keeps the address.
             var limiter: RateLimiter?
+            var key = "-"
             if let rateLimit = route.policy.rateLimit {
-                switch rateLimit.decide(info.clientAddress ?? "-") {
+                key = rateLimit.key(for: info.clientAddress)
+                switch rateLimit.decide(key) {
                 case .admitted: break
                 case .refused(let wait): return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
                 case .ask: limiter = rateLimit
@@ -98,22 +101,22 @@ public final class Application: Sendable {
             }
             switch route.handler {
             case .sync(let handler):
-                if let limiter, let wait = limiter.local.admit(info.clientAddress ?? "-") {
+                if let limiter, let wait = limiter.local.admit(key) {
                     return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
                 }
                 return .response(finish(handler(request, info), request, info, route.name, started))
             case .loop(let handler):
-                if let limiter, let wait = limiter.local.admit(info.clientAddress ?? "-") {
+                if let limiter, let wait = limiter.local.admit(key) {
                     return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
                 }
                 let call = LoopCall(app: self, handler: handler, request: request, info: info, route: route.name, started: started)
                 return .deferred { [call] responder in call.start(responder) }
             case .async(let handler):
                 let session = route.policy.session
-                return .async { [info, limiter] request in
+                return .async { [info, limiter, key] request in
                     var info = info
                     let response: ServerResponse
-                    if let limiter, let wait = await limiter.admit(info.clientAddress ?? "-") {
+                    if let limiter, let wait = await limiter.admit(key) {
                         return self.finish(route.policy.refused(retryAfter: wait), request, info, route.name, started)
                     }
                     do {

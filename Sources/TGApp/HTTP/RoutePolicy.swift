@@ -58,7 +58,8 @@ enum RouteLimits: Sendable {
     /// The same for every request of the route.
     case fixed(HTTPServer.RequestLimits)
     /// By the value of the pattern's parameter `name` (an API's own limits), as bytes; a value
-    /// not listed takes the server's defaults.
+    /// not listed takes the server's defaults. The router binds that parameter only when it is
+    /// sent without percent-escapes, so no spelling of a value reaches the route past its limits.
     case byParameter(String, [(value: [UInt8], limits: HTTPServer.RequestLimits)])
 }
 

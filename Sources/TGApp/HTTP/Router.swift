@@ -102,6 +102,11 @@ public struct Router: Sendable {
         var segments: [Segment]
         /// How many parameters the segments bind (room made for them at once).
         var parameterCount: Int
+        /// The parameter that chooses the pattern's limits (``RouteLimits/byParameter(_:_:)``):
+        /// the server looks the limits up by its bytes as sent, before any route is matched, so
+        /// it binds only as sent. An escaped spelling (`/api/%67raph/…` for `graph`) would reach
+        /// the route without the limits meant for it; it matches nothing instead (404).
+        var plainOnly: String?
         var routes: [Route]
     }
 
@@ -182,10 +187,13 @@ public struct Router: Sendable {
             literalLengths |= 1 << min(63, pattern.utf8.count)
             return
         }
+        var plainOnly: String?
+        if case .byParameter(let name, _)? = policy.limits { plainOnly = name }
         if let index = patterns.firstIndex(where: { $0.text == pattern }) {
             patterns[index].routes.append(route)
+            if patterns[index].plainOnly == nil { patterns[index].plainOnly = plainOnly }
         } else {
-            patterns.append(Pattern(text: pattern, segments: segments, parameterCount: names.count, routes: [route]))
+            patterns.append(Pattern(text: pattern, segments: segments, parameterCount: names.count, plainOnly: plainOnly, routes: [route]))
         }
     }
 
@@ -205,7 +213,14 @@ public struct Router: Sendable {
         }
         // By index: iterating the patterns would copy each one (three arrays) per request.
         for index in patterns.indices {
-            guard let parameters = Self.bind(patterns[index].segments, count: patterns[index].parameterCount, to: path) else { continue }
+            guard
+                let parameters = Self.bind(
+                    patterns[index].segments,
+                    count: patterns[index].parameterCount,
+                    plainOnly: patterns[index].plainOnly,
+                    to: path
+                )
+            else { continue }
             if let route = Self.route(for: method, in: patterns[index].routes) { return .found(route, parameters) }
             allowed += patterns[index].routes.map(\.method)
         }
@@ -222,15 +237,22 @@ public struct Router: Sendable {
 
     /// The pattern's parameters in `path`, or nil when it does not fit. Works on the path's bytes
     /// in place (every API call comes through here, past the patterns before its own).
-    private static func bind(_ pattern: [Segment], count: Int, to path: Substring) -> RouteParameters? {
-        path.withUTF8Bytes { bind(pattern, count: count, to: $0) }
+    /// `plainOnly`: a parameter that binds only without escapes (``Pattern/plainOnly``).
+    private static func bind(_ pattern: [Segment], count: Int, plainOnly: String?, to path: Substring) -> RouteParameters? {
+        path.withUTF8Bytes { bind(pattern, count: count, plainOnly: plainOnly, to: $0) }
     }
 
-    private static func bind(_ pattern: [Segment], count expected: Int, to bytes: UnsafeBufferPointer<UInt8>) -> RouteParameters? {
+    private static func bind(
+        _ pattern: [Segment],
+        count expected: Int,
+        plainOnly: String?,
+        to bytes: UnsafeBufferPointer<UInt8>
+    ) -> RouteParameters? {
         var parameters: RouteParameters = [:]
         let end = walk(pattern, bytes) { name, actual in
             // Most values have nothing to decode (the path's bytes are UTF-8, split at `/`).
             let plain = memchr(actual.baseAddress!, Int32(UInt8(ascii: "%")), actual.count) == nil
+            if !plain, name == plainOnly { return false }
             guard let value = plain ? String(decoding: actual, as: UTF8.self) : FormURLEncoding.percentDecode(actual, plusAsSpace: false)
             else { return false }
             parameters.add(name, value, expected: expected)
