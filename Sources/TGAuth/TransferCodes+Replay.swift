@@ -63,6 +63,8 @@ extension AuthService {
         return error
     }
 
+    /// `replay`, sealed under the context of the code's hash: a blob copied into another code's row
+    /// does not open there.
     func sealTransferReplay(_ replay: TransferReplay, codeHash: TokenHash) throws -> SealedBlob {
         try vault.seal(
             String(decoding: try JSONEncoder().encode(replay), as: UTF8.self),
