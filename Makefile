@@ -39,7 +39,7 @@ lint: deps
 	swift format lint --strict --recursive --parallel Package.swift Sources Tests
 	scripts/check-imports.py --self-test
 	scripts/check-imports.py
-	python3 -m openapi_spec_validator openapi.yaml
+	python3 -m openapi_spec_validator openapi.yaml openapi-admin.yaml
 	scripts/deploy-lint.sh
 
 # Tests run against a real PostgreSQL cluster that lives only for this run. They run one at a time

@@ -22,7 +22,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The OpenAPI validator `make lint` runs over openapi.yaml (PyPI).
+# The OpenAPI validator `make lint` runs over openapi.yaml and openapi-admin.yaml (PyPI).
 if ! python3 -c "import openapi_spec_validator" 2>/dev/null; then
     echo "deps: installing openapi-spec-validator" >&2
     python3 -m pip install -q openapi-spec-validator >/dev/null

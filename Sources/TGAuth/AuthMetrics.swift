@@ -37,8 +37,9 @@ public struct AuthMetrics: Sendable {
     }
 
     /// A transfer code's fate: `issued`, `redeemed`, `interaction_required` (redeemed, nothing
-    /// restorable), `refused` (unknown, expired, wrong verifier or app) or `reused` (a redeemed code
-    /// came back: a security event).
+    /// restorable), `refused` (unknown, expired, wrong verifier or app), `replayed` (a redeemed
+    /// code came back with its verifier within the replay grace: the same answer again) or `reused`
+    /// (it came back after the grace: a security event).
     func transfer(_ outcome: String) {
         Counter(label: "tokengate_transfer_codes_total", dimensions: [("outcome", outcome)], factory: factory).increment()
     }

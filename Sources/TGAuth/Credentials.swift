@@ -71,6 +71,9 @@ public struct TokenVault: Sendable {
             "pending:" + Base64URL.encode(stateHash.bytes)
         }
         static func replay(_ session: UUID) -> String { "replay:\(session.uuidString.lowercased())" }
+        static func transferReplay(_ codeHash: TokenHash) -> String {
+            "transfer_replay:" + Base64URL.encode(codeHash.bytes)
+        }
         static func accessToken(_ account: UUID, scopeKey: String) -> String {
             "access:\(account.uuidString.lowercased()):\(scopeKey)"
         }

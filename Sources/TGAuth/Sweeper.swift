@@ -64,6 +64,7 @@ extension AuthService {
         }
         // Replay answers outlive their grace window only until here.
         try await store.sessions.clearReplays(rotatedBefore: now.addingTimeInterval(-settings.refreshReplayGrace))
+        try await store.transferCodes.clearReplays(redeemedBefore: now.addingTimeInterval(-settings.refreshReplayGrace))
         // Accounts the IdP rejected (past their grace period), or that nothing holds any more, or
         // unused past the idle lifetime.
         let idleSince = now.addingTimeInterval(-settings.sessionIdleTTL)

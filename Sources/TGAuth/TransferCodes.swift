@@ -152,7 +152,9 @@ extension AuthService {
     /// challenge. The code's accounts whose session on the old device is live and whose grant is
     /// stored move to a new device (new `device_secret`, new sessions keeping their login's
     /// absolute expiry; no provider login); the old device's sessions end and the device goes.
-    /// Presenting a redeemed code again is theft: the sessions its redemption created end.
+    /// A redeemed code counts only with its app and verifier: then within the replay grace it is a
+    /// retry and gets the same answer again, and after it, theft: the sessions its redemption
+    /// created end. With a wrong verifier or app it is refused and changes nothing.
     public func redeemTransferCode(_ request: TransferRedemption) async throws -> TransferredDevice {
         guard clients[request.clientID] != nil else { throw OAuthError(.invalidClient, "client_id names no registered app.") }
         guard settings.transferCodesPerDevice > 0 else {
@@ -175,6 +177,11 @@ extension AuthService {
         "The transfer code is unknown, expired or already used. Sign in again."
     )
 
+    static let wrongTransferVerifier = OAuthError(
+        .invalidGrant,
+        "code_verifier does not match the transfer code's challenge, or the code belongs to another app."
+    )
+
     private func redeem(
         _ request: TransferRedemption,
         codeHash: TokenHash,
@@ -187,34 +194,21 @@ extension AuthService {
             metrics.transfer("refused")
             return .refused(Self.unknownTransferCode)
         }
-        if code.redeemedAt != nil {
-            var orphans: [UUID] = []
-            if let device = code.redeemedDevice {
-                orphans = try await transaction.sessions.end(.device(device))
-                try await transaction.devices.delete(device)
-            }
-            logger.warning(
-                "transfer code presented twice: the sessions its redemption created were ended",
-                metadata: [
-                    "security_event": "transfer_code_reuse", "client_id": .string(request.clientID),
-                    "sessions_ended": .stringConvertible(orphans.count),
-                ]
-            )
-            metrics.transfer("reused")
-            return .refused(Self.unknownTransferCode, orphans: orphans)
-        }
         let challenge = Array(PKCE.challenge(for: request.codeVerifier).utf8)
         guard code.clientID == request.clientID, Digest.constantTimeEqual(challenge, Array(code.codeChallenge.utf8)) else {
-            let usable = try await codes.recordFailedAttempt(codeHash: codeHash, maxAttempts: Self.transferMaxFailedAttempts)
             metrics.transfer("refused")
+            // A redeemed code is spent: without its verifier it can neither be retried nor end
+            // anything, so the attempt is not even counted.
+            guard code.redeemedAt == nil else { return .refused(Self.wrongTransferVerifier) }
+            let usable = try await codes.recordFailedAttempt(codeHash: codeHash, maxAttempts: Self.transferMaxFailedAttempts)
             return .refused(
-                OAuthError(
-                    .invalidGrant,
-                    usable
-                        ? "code_verifier does not match the transfer code's challenge, or the code belongs to another app."
-                        : "The transfer code was presented with a wrong verifier too often and is now dead. Sign in again."
-                )
+                usable
+                    ? Self.wrongTransferVerifier
+                    : OAuthError(.invalidGrant, "The transfer code was presented with a wrong verifier too often and is now dead. Sign in again.")
             )
+        }
+        if let redeemedAt = code.redeemedAt {
+            return try await presentedAgain(code, redeemedAt: redeemedAt, codeHash: codeHash, request: request, now: now, in: transaction)
         }
         try await recordProof(request.dpop, in: transaction)
         // From here on the code is spent, whatever the outcome.
@@ -233,15 +227,10 @@ extension AuthService {
             AccountToSignIn(accountID: id, provider: known[id]?.provider, loginHint: known[id].flatMap { $0.email ?? $0.preferredUsername })
         }
         guard !moving.isEmpty else {
-            try await codes.markRedeemed(codeHash: codeHash, newDevice: nil, now: now)
+            let replay = TransferReplay(deviceSecret: nil, sessions: [], interactionRequired: toSignIn, dpopJKT: jkt)
+            try await codes.markRedeemed(codeHash: codeHash, newDevice: nil, replay: try sealTransferReplay(replay, codeHash: codeHash), now: now)
             metrics.transfer("interaction_required")
-            var error = OAuthError(
-                .interactionRequired,
-                "None of the transfer code's accounts can be restored without signing in (their sessions ended or their providers "
-                    + "no longer honour the sign-in). Sign in again: interaction_required lists them."
-            )
-            error.members["interaction_required"] = .array(toSignIn.map(\.json))
-            return .refused(error, orphans: orphans)
+            return .refused(Self.nothingToTransfer(toSignIn), orphans: orphans)
         }
         let secret = OpaqueToken.mint()
         let device = try await transaction.devices.create(secretHash: secret.hash, client: request.clientID, now: now)
@@ -276,7 +265,8 @@ extension AuthService {
                 )
             )
         }
-        try await codes.markRedeemed(codeHash: codeHash, newDevice: device, now: now)
+        let replay = TransferReplay(deviceSecret: secret.value, sessions: sessions, interactionRequired: toSignIn, dpopJKT: jkt)
+        try await codes.markRedeemed(codeHash: codeHash, newDevice: device, replay: try sealTransferReplay(replay, codeHash: codeHash), now: now)
         logger.notice(
             "transfer code redeemed: sessions moved to a new device",
             metadata: ["client_id": .string(request.clientID), "accounts": .stringConvertible(sessions.count)]

@@ -14,6 +14,8 @@ public struct TransferCodeRecord: Sendable, Equatable {
     public var redeemedAt: Date?
     /// The device its redemption created (a second presentation ends its sessions).
     public var redeemedDevice: UUID?
+    /// Its redemption's answer, sealed, kept for the replay grace window.
+    public var replay: SealedBlob?
 }
 
 /// A session a transfer can move: an account of the issuing device whose session there is live,
@@ -69,7 +71,8 @@ public struct TransferCodeStore: Sendable {
     public func lock(codeHash: TokenHash) async throws -> TransferCodeRecord? {
         let rows = try await executor.query(
             """
-            SELECT client_id, device_id, account_ids, code_challenge, failed_attempts, expires_at, redeemed_at, redeemed_device_id
+            SELECT client_id, device_id, account_ids, code_challenge, failed_attempts, expires_at, redeemed_at, redeemed_device_id,
+              replay_response
             FROM transfer_codes WHERE code_hash = \(codeHash) FOR UPDATE
             """
         )
@@ -82,7 +85,8 @@ public struct TransferCodeStore: Sendable {
             failedAttempts: try row.decode(Int.self, "failed_attempts"),
             expiresAt: try row.decode(Date.self, "expires_at"),
             redeemedAt: try row.decode(Date?.self, "redeemed_at"),
-            redeemedDevice: try row.decode(UUID?.self, "redeemed_device_id")
+            redeemedDevice: try row.decode(UUID?.self, "redeemed_device_id"),
+            replay: try row.decode(SealedBlob?.self, "replay_response")
         )
     }
 
@@ -100,10 +104,21 @@ public struct TransferCodeStore: Sendable {
         return true
     }
 
-    /// Marks the code redeemed by the new device; it stays until it expires, to catch a reuse.
-    public func markRedeemed(codeHash: TokenHash, newDevice: UUID?, now: Date) async throws {
+    /// Marks the code redeemed by the new device, with its answer (`replay`, sealed) for a retry;
+    /// it stays until it expires, to catch a reuse.
+    public func markRedeemed(codeHash: TokenHash, newDevice: UUID?, replay: SealedBlob, now: Date) async throws {
         try await executor.query(
-            "UPDATE transfer_codes SET redeemed_at = \(now), redeemed_device_id = \(newDevice) WHERE code_hash = \(codeHash)"
+            """
+            UPDATE transfer_codes SET redeemed_at = \(now), redeemed_device_id = \(newDevice), replay_response = \(replay)
+            WHERE code_hash = \(codeHash)
+            """
+        )
+    }
+
+    /// Forgets the answers of codes redeemed at `redeemedBefore` or earlier (past the replay grace).
+    public func clearReplays(redeemedBefore: Date) async throws {
+        try await executor.query(
+            "UPDATE transfer_codes SET replay_response = NULL WHERE replay_response IS NOT NULL AND redeemed_at <= \(redeemedBefore)"
         )
     }
 

@@ -21,13 +21,17 @@ import Testing
         )
     }
 
-    func redeem(_ h: AuthFlowHarness, code: String, verifier: String) async throws -> TestResponse {
-        try await h.post(
+    /// The redemption, with a DPoP proof of `key` when given.
+    func redeem(_ h: AuthFlowHarness, code: String, verifier: String, key: DPoPKey? = nil) async throws -> TestResponse {
+        var headers: [String] = []
+        if let key { headers.append("DPoP: " + (try key.proof("POST", h.auth.issuer + "/auth/token"))) }
+        return try await h.post(
             "/auth/token",
             form: [
                 ("grant_type", Self.grantType), ("transfer_code", code), ("code_verifier", verifier),
                 ("client_id", AuthFlowHarness.appClient),
-            ]
+            ],
+            headers: headers
         )
     }
 
@@ -65,10 +69,57 @@ import Testing
                 #expect(try await h.get("/auth/me", bearer: try #require(entry["access_token"] as? String)).status == 200)
             }
             #expect(try await h.get("/auth/me", bearer: bobAccess).status == 401)
-            // Once: a second use is refused, and what the first created ends.
+            // Once: a second use past the replay grace is refused, and what the first created ends.
+            h.clock.advance(by: 31)
             let again = try await redeem(h, code: code, verifier: verifier)
             #expect(again.status == 400 && again.json["error"] as? String == "invalid_grant")
             #expect(try await h.get("/auth/me", bearer: try #require(json["access_token"] as? String)).status == 401)
+        }
+    }
+
+    @Test func aRetriedRedemptionGetsTheSameAnswerAndAWrongVerifierChangesNothing() async throws {
+        try await AuthFlowHarness.run { h in
+            let alice = try await h.logIn(as: "alice")
+            let verifier = PKCE.makeVerifier()
+            let issued = try await issue(h, bearer: try #require(alice["access_token"] as? String), verifier: verifier)
+            let code = try #require(issued.json["transfer_code"] as? String)
+            let first = try await redeem(h, code: code, verifier: verifier)
+            #expect(first.status == 200, "\(first.body)")
+            let access = try #require(first.json["access_token"] as? String)
+            let wrong = try await redeem(h, code: code, verifier: PKCE.makeVerifier())
+            #expect(wrong.status == 400 && wrong.json["error"] as? String == "invalid_grant")
+            #expect(try await h.get("/auth/me", bearer: access).status == 200)
+            // The answer was lost: the app sends the same request again within the replay grace.
+            h.clock.advance(by: 5)
+            let retried = try await redeem(h, code: code, verifier: verifier)
+            #expect(retried.status == 200, "\(retried.body)")
+            #expect(retried.json["access_token"] as? String == access)
+            #expect(retried.json["device_secret"] as? String == first.json["device_secret"] as? String)
+            #expect(try await h.get("/auth/me", bearer: access).status == 200)
+        }
+    }
+
+    @Test func aDPoPBoundRedemptionIsAnsweredAgainOnlyToAProofOfItsKey() async throws {
+        try await AuthFlowHarness.run(appClientOptions: ", dpop: allowed") { h in
+            let alice = try await h.logIn(as: "alice")
+            let verifier = PKCE.makeVerifier()
+            let issued = try await issue(h, bearer: try #require(alice["access_token"] as? String), verifier: verifier)
+            let code = try #require(issued.json["transfer_code"] as? String)
+            let key = try DPoPKey()
+            let first = try await redeem(h, code: code, verifier: verifier, key: key)
+            #expect(first.status == 200 && first.json["token_type"] as? String == "DPoP", "\(first.body)")
+            let access = try #require(first.json["access_token"] as? String)
+            for other in [nil, try DPoPKey()] {
+                let refused = try await redeem(h, code: code, verifier: verifier, key: other)
+                #expect(refused.status == 400 && refused.json["error"] as? String == "invalid_dpop_proof", "\(refused.body)")
+            }
+            let again = try await redeem(h, code: code, verifier: verifier, key: key)
+            #expect(again.status == 200 && again.json["access_token"] as? String == access, "\(again.body)")
+            let me = try await h.get(
+                "/auth/me",
+                headers: ["Authorization: DPoP \(access)", "DPoP: " + (try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: access))]
+            )
+            #expect(me.status == 200, "\(me.body)")
         }
     }
 

@@ -95,7 +95,7 @@ import Testing
             let kept = try await issue(f, device: device, accounts: [], at: 1)
             let other = try await issue(f, device: device, accounts: [], at: 2)
             let newDevice = try await f.device()
-            try await f.store.transferCodes.markRedeemed(codeHash: redeemed, newDevice: newDevice, now: f.now)
+            try await f.store.transferCodes.markRedeemed(codeHash: redeemed, newDevice: newDevice, replay: SealedBlob([1]), now: f.now)
             #expect(try await f.store.transferCodes.revoke(device: device, except: kept) == 1)
             #expect(try await lock(f, other) == nil)
             #expect(try await lock(f, redeemed)?.redeemedDevice == newDevice)
@@ -104,6 +104,20 @@ import Testing
             #expect(try await lock(f, kept)?.device == nil)
             #expect(try await f.store.transferCodes.deleteExpired(now: f.now.addingTimeInterval(3600), limit: 10) == 1)
             #expect(try await f.store.transferCodes.deleteExpired(now: f.now.addingTimeInterval(3601), limit: 10) == 1)
+        }
+    }
+
+    @Test func aRedeemedCodeKeepsItsSealedAnswerUntilTheReplaysOfItsTimeAreCleared() async throws {
+        try await StoreFixture.run { f in
+            let code = try await issue(f, device: try await f.device(), accounts: [])
+            #expect(try await lock(f, code)?.replay == nil)
+            try await f.store.transferCodes.markRedeemed(codeHash: code, newDevice: nil, replay: SealedBlob([1, 2, 3]), now: f.now)
+            #expect(try await lock(f, code)?.replay == SealedBlob([1, 2, 3]))
+            try await f.store.transferCodes.clearReplays(redeemedBefore: f.now.addingTimeInterval(-1))
+            #expect(try await lock(f, code)?.replay == SealedBlob([1, 2, 3]))
+            try await f.store.transferCodes.clearReplays(redeemedBefore: f.now)
+            let cleared = try await lock(f, code)
+            #expect(cleared?.replay == nil && cleared?.redeemedAt != nil)
         }
     }
 }
