@@ -36,6 +36,8 @@ public final class AuthService: Sendable {
     public let metrics: AuthMetrics
     /// Checks the DPoP proofs of apps whose tokens are key-bound (RFC 9449).
     public let dpop: DPoPVerifier
+    /// The shared record of DPoP proofs, by group commit (``recordProof(_:)``).
+    let proofRecords: GroupCommit<PendingProof, Bool>
 
     public init(
         store: Store,
@@ -62,5 +64,6 @@ public final class AuthService: Sendable {
         self.metrics = metrics
         self.logger = logger
         dpop = DPoPVerifier(settings: settings.dpop, vault: vault, clock: clock)
+        proofRecords = Self.proofRecorder(store)
     }
 }

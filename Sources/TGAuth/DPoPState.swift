@@ -125,13 +125,26 @@ extension AuthService {
     public func recordProof(_ proof: DPoPProof) async throws {
         let local = dpop.replays.insert(proof.replayKey, jkt: proof.jkt, now: clock.now())
         guard local != .replayed else { throw DPoPError.usedBefore }
-        switch try await store.dpopProofs.recordIfReachable(proof.replayKey.bytes, until: proof.acceptableUntil) {
-        case .recorded: return
-        case .usedBefore: throw DPoPError.usedBefore
-        case .unreachable(let error):
+        // With the other proofs arriving meanwhile, in one statement.
+        switch await proofRecords.submit(PendingProof(key: proof.replayKey.bytes, until: proof.acceptableUntil)) {
+        case .success(true): return
+        case .success(false): throw DPoPError.usedBefore
+        case .failure(let error):
             // Memory that could not record it cannot vouch for it: the database's outage answers.
-            guard local == .fresh else { throw error }
+            guard DPoPProofStore.isUnreachable(error), local == .fresh else { throw error }
             metrics.dpopProofCheckedInMemoryOnly()
+        }
+    }
+
+    /// The shared record's group commit: the proofs that arrive while one statement runs go in
+    /// the next (one round trip and one commit for many calls).
+    static func proofRecorder(_ store: Store) -> GroupCommit<PendingProof, Bool> {
+        GroupCommit(maxBatch: 256) { proofs in
+            do {
+                return .success(try await store.dpopProofs.record(proofs.map { (key: $0.key, until: $0.until) }))
+            } catch {
+                return .failure(error)
+            }
         }
     }
 
@@ -143,6 +156,12 @@ extension AuthService {
             throw OAuthError(DPoPError.usedBefore)
         }
     }
+}
+
+/// A proof's replay key on its way to the shared record.
+struct PendingProof: Sendable {
+    let key: [UInt8]
+    let until: Date
 }
 
 extension DPoPError {

@@ -17,20 +17,34 @@ public struct DPoPProofStore: Sendable {
         ).affectedRows == 1
     }
 
-    /// What ``record(_:until:)`` found, with the database's unavailability as an answer: the
-    /// caller decides what holds then, and throws `error` to answer 503.
-    public enum Recording: Sendable {
-        case recorded, usedBefore
-        case unreachable(any Error)
+    /// Records many proofs in one statement; one answer per proof, in order: true when it was
+    /// recorded now, false when it was recorded before (a replay, or the same key earlier in
+    /// `proofs`).
+    public func record(_ proofs: [(key: [UInt8], until: Date)]) async throws -> [Bool] {
+        guard !proofs.isEmpty else { return [] }
+        struct Row: Encodable {
+            var k: String
+            var e: Double
+        }
+        let hex = proofs.map { proof in proof.key.map { String(format: "%02x", $0) }.joined() }
+        let rows = zip(hex, proofs).map { Row(k: $0, e: $1.until.timeIntervalSince1970) }
+        let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+        let result = try await executor.query(
+            """
+            INSERT INTO dpop_proofs (proof_key, expires_at)
+            SELECT decode(t.k, 'hex'), to_timestamp(t.e) FROM jsonb_to_recordset(\(json)::jsonb) AS t(k text, e double precision)
+            ON CONFLICT (proof_key) DO NOTHING
+            RETURNING encode(proof_key, 'hex') AS k
+            """
+        )
+        var inserted = Set(try result.rows.map { try $0.decode(String.self, "k") })
+        // A key twice in one batch is inserted once: the first asker has it.
+        return hex.map { inserted.remove($0) != nil }
     }
 
-    /// ``record(_:until:)``, telling an unreachable database apart from other failures.
-    public func recordIfReachable(_ key: [UInt8], until: Date) async throws -> Recording {
-        do {
-            return try await record(key, until: until) ? .recorded : .usedBefore
-        } catch let error as PostgresError where error.isUnavailable {
-            return .unreachable(error)
-        }
+    /// Whether `error` (of a statement) means the database could not be reached.
+    public static func isUnreachable(_ error: any Error) -> Bool {
+        (error as? PostgresError)?.isUnavailable == true
     }
 
     /// Forgets up to `limit` proofs past their window (they are refused as too old anyway).

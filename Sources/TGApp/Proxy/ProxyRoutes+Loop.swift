@@ -15,54 +15,89 @@ extension ProxyRoutes {
     func forwardFromLoop(_ request: ServerRequest, _ info: RequestInfo, _ responder: RouteResponder) {
         do {
             let (upstream, target) = try route(request, info)
-            let method = request.method
             guard request.bodyStream == nil, let loop = request.loop, loop.index < upstream.loopClients.count,
                 case let presented = try AuthRoutes.presentedToken(request),
                 let session = try auth.cachedSessionForAPI(accessToken: presented.value),
                 session.account.provider == upstream.settings.provider,
-                let token = auth.cachedUpstreamAccessToken(for: session, scopes: upstream.scopes),
-                let bearer = ProxyHeaders.bearerLines(token),
-                try !DPoPGate.needsProof(session: session, token: presented, auth: auth)
+                let token = auth.cachedUpstreamAccessToken(for: session, scopes: upstream.scopes)
             else {
                 forwardAsync(request, info, responder)
                 return
             }
-            let client = upstream.loopClients[loop.index]
-            let bodyMethod = method == .post || method == .put || method == .patch
-            let timeout = Duration.seconds(upstream.settings.timeoutSeconds)
-            let exchange = try client.startOnLoop(
-                upstreamLoopRequest(request, to: upstream, target: target, bearer: bearer, info: info),
-                body: request.body.isEmpty && !bodyMethod ? nil : request.body,
-                headTimeout: timeout,
-                idleTimeout: timeout,
-                wholeBodyUpTo: Self.smallBody
-            )
-            let sentToken = token.value
-            // The request and its info are the call's (`responder.call`): not captured again.
-            exchange.onHead = { [unowned exchange] result in
-                let head: RawHead
-                switch result {
-                case .success(let arrived): head = arrived
-                case .failure(let error):
-                    responder.fail(error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable)
-                    return
+            guard try DPoPGate.needsProof(session: session, token: presented, auth: auth) else {
+                try sendFromLoop(request, info, responder, upstream: upstream, target: target, token: token, loop: loop)
+                return
+            }
+            // A bound session's proof: its signature check and its record in the shared table
+            // in a task, off the loop; then the call goes on from the loop as any cached one.
+            Task {
+                do {
+                    try await DPoPGate.check(request, session: session, token: presented, auth: auth)
+                    let queued = loop.execute {
+                        do {
+                            try self.sendFromLoop(request, info, responder, upstream: upstream, target: target, token: token, loop: loop)
+                        } catch {
+                            responder.fail(error)
+                        }
+                    }
+                    if !queued { responder.fail(ProxyError.upstreamUnavailable) }
+                } catch {
+                    responder.fail(error)
                 }
-                if head.status == 401, Self.idempotent.contains(method), Self.saysInvalidToken(head.parse()) {
-                    // The API refused a token that looked valid: the async path gets a fresh one
-                    // and tries once more (the request's body, if any, was read whole).
-                    exchange.cancel()
-                    self.forwardAsync(responder.call.request, responder.call.info, responder, rejected: sentToken)
-                    return
-                }
-                self.metrics?.proxyLoopCalls.increment()
-                if upstream.settings.rewriteLinks, let rewrite = self.linkRewrites[upstream.settings.name] {
-                    Self.relayRewriting(head, exchange, method: method, rewrite: rewrite, location: rewrite.location, responder: responder)
-                    return
-                }
-                responder.respond(Self.relay(head, exchange, method: method, location: { self.locations[upstream.settings.name] }))
             }
         } catch {
             responder.fail(error)
+        }
+    }
+
+    /// The cached call's exchange with the API, on `loop` (the request's), with `token`.
+    private func sendFromLoop(
+        _ request: ServerRequest,
+        _ info: RequestInfo,
+        _ responder: RouteResponder,
+        upstream: Upstream,
+        target: ProxyTarget,
+        token: UpstreamAccessToken,
+        loop: EventLoop
+    ) throws {
+        guard let bearer = ProxyHeaders.bearerLines(token) else {
+            forwardAsync(request, info, responder)
+            return
+        }
+        let method = request.method
+        let client = upstream.loopClients[loop.index]
+        let bodyMethod = method == .post || method == .put || method == .patch
+        let timeout = Duration.seconds(upstream.settings.timeoutSeconds)
+        let exchange = try client.startOnLoop(
+            upstreamLoopRequest(request, to: upstream, target: target, bearer: bearer, info: info),
+            body: request.body.isEmpty && !bodyMethod ? nil : request.body,
+            headTimeout: timeout,
+            idleTimeout: timeout,
+            wholeBodyUpTo: Self.smallBody
+        )
+        let sentToken = token.value
+        // The request and its info are the call's (`responder.call`): not captured again.
+        exchange.onHead = { [unowned exchange] result in
+            let head: RawHead
+            switch result {
+            case .success(let arrived): head = arrived
+            case .failure(let error):
+                responder.fail(error == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable)
+                return
+            }
+            if head.status == 401, Self.idempotent.contains(method), Self.saysInvalidToken(head.parse()) {
+                // The API refused a token that looked valid: the async path gets a fresh one
+                // and tries once more (the request's body, if any, was read whole).
+                exchange.cancel()
+                self.forwardAsync(responder.call.request, responder.call.info, responder, rejected: sentToken)
+                return
+            }
+            self.metrics?.proxyLoopCalls.increment()
+            if upstream.settings.rewriteLinks, let rewrite = self.linkRewrites[upstream.settings.name] {
+                Self.relayRewriting(head, exchange, method: method, rewrite: rewrite, location: rewrite.location, responder: responder)
+                return
+            }
+            responder.respond(Self.relay(head, exchange, method: method, location: { self.locations[upstream.settings.name] }))
         }
     }
 

@@ -1,0 +1,64 @@
+import Foundation
+
+/// Sends many small requests as one statement (group commit): while one statement runs, the
+/// requests that arrive wait and go together in the next. No timer: a request that finds nothing
+/// running goes at once, so an idle process adds no latency and a busy one sends a statement per
+/// round trip rather than per request.
+public final class GroupCommit<Input: Sendable, Output: Sendable>: @unchecked Sendable {
+    // Invariant: `pending` and `running` are only accessed with `lock` held.
+    private let lock = NSLock()
+    private var pending: [Waiter] = []
+    private var running = false
+    private let maxBatch: Int
+    /// One statement for a batch: one output per input, in order; or the error that failed it.
+    private let statement: @Sendable ([Input]) async -> Result<[Output], any Error>
+
+    private struct Waiter {
+        var input: Input
+        var continuation: CheckedContinuation<Result<Output, any Error>, Never>
+    }
+
+    public init(maxBatch: Int = 256, statement: @escaping @Sendable ([Input]) async -> Result<[Output], any Error>) {
+        self.maxBatch = max(1, maxBatch)
+        self.statement = statement
+    }
+
+    /// `input`'s output from the next statement, or the error that failed that statement.
+    public func submit(_ input: Input) async -> Result<Output, any Error> {
+        await withCheckedContinuation { continuation in
+            let starts: Bool = lock.withLock {
+                pending.append(Waiter(input: input, continuation: continuation))
+                guard !running else { return false }
+                running = true
+                return true
+            }
+            if starts { Task { await self.drain() } }
+        }
+    }
+
+    /// Sends what is pending, statement after statement, until nothing is.
+    private func drain() async {
+        while true {
+            let batch: [Waiter] = lock.withLock {
+                let batch = Array(pending.prefix(maxBatch))
+                pending.removeFirst(batch.count)
+                if batch.isEmpty { running = false }
+                return batch
+            }
+            guard !batch.isEmpty else { return }
+            switch await statement(batch.map(\.input)) {
+            case .success(let outputs) where outputs.count == batch.count:
+                for (waiter, output) in zip(batch, outputs) { waiter.continuation.resume(returning: .success(output)) }
+            case .success:
+                for waiter in batch { waiter.continuation.resume(returning: .failure(GroupCommitError.outputCountMismatch)) }
+            case .failure(let error):
+                for waiter in batch { waiter.continuation.resume(returning: .failure(error)) }
+            }
+        }
+    }
+}
+
+/// A statement of a ``GroupCommit`` answered for another number of inputs than it was given.
+public enum GroupCommitError: Error, Equatable {
+    case outputCountMismatch
+}
