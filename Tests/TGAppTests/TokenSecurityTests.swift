@@ -190,6 +190,8 @@ import Testing
                 ("code_verifier", keep), ("client_id", login.clientID),
             ]
             let moved = try await h.post("/auth/token", form: redemption).json
+            // Within the replay grace it would be answered again; past it, it is reuse.
+            h.clock.advance(by: 31)
             _ = try await h.post("/auth/token", form: redemption)
             #expect(h.logs.lines.contains { $0.contains("transfer_code_reuse") })
             _ = try await h.post("/auth/logout", form: [], bearer: try #require(refreshed["access_token"] as? String))
