@@ -21,13 +21,13 @@ import Testing
             ("redirect_uri", login.redirectURI), ("client_id", login.clientID),
         ]
         var headers: [String] = []
-        if let key { headers.append("DPoP: " + (try key.proof("POST", h.auth.issuer + "/auth/token", nonce: nonce))) }
+        if let key { headers.append("DPoP: " + (try key.proof("POST", h.auth.issuer + "/auth/token", nonce: nonce, issuedAt: h.clock.now))) }
         return try await h.post("/auth/token", form: form, headers: headers)
     }
 
     func me(_ h: AuthFlowHarness, token: String, key: DPoPKey?, scheme: String = "DPoP") async throws -> TestResponse {
         var headers = ["Authorization: \(scheme) \(token)"]
-        if let key { headers.append("DPoP: " + (try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: token))) }
+        if let key { headers.append("DPoP: " + (try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: token, issuedAt: h.clock.now))) }
         return try await h.get("/auth/me", headers: headers)
     }
 
@@ -203,14 +203,20 @@ import Testing
             let token = try #require(try await logIn(h, key: key).json["access_token"] as? String)
             let second = try await h.startInstance()
             for path in ["/auth/me", "/api/graph/me"] {
-                let headers = ["Authorization: DPoP \(token)", "DPoP: " + (try key.proof("GET", h.auth.issuer + path, accessToken: token))]
+                let headers = [
+                    "Authorization: DPoP \(token)",
+                    "DPoP: " + (try key.proof("GET", h.auth.issuer + path, accessToken: token, issuedAt: h.clock.now)),
+                ]
                 let first = try await h.get(path, headers: headers)
                 #expect(first.status == 200, "\(path): \(first.body)")
                 // The same proof and token sent to another instance, with another query.
                 let replayed = try await h.get(path, query: [("replayed", "1")], headers: headers, at: second)
                 #expect(replayed.status == 401, "\(path): \(replayed.body)")
                 #expect(replayed.json["detail"] as? String == "This DPoP proof was used before: make a new proof (a new jti) for each request.")
-                let fresh = ["Authorization: DPoP \(token)", "DPoP: " + (try key.proof("GET", h.auth.issuer + path, accessToken: token))]
+                let fresh = [
+                    "Authorization: DPoP \(token)",
+                    "DPoP: " + (try key.proof("GET", h.auth.issuer + path, accessToken: token, issuedAt: h.clock.now)),
+                ]
                 #expect(try await h.get(path, headers: fresh, at: second).status == 200)
             }
             await second.stop()
@@ -224,15 +230,20 @@ import Testing
             let refresh = try #require(login.json["refresh_token"] as? String)
             let url = h.auth.issuer + "/auth/token"
             // Anyone can make a key and proofs for the public client_id: more proofs than the
-            // replay memory holds, each with a made-up refresh token.
+            // replay memory holds, each with a made-up refresh token. (Proofs are made at the
+            // harness's time: the flood takes longer than the 5 s a proof may be ahead.)
             let attacker = try DPoPKey()
             for _ in 0..<1_100 {
                 let form = [("grant_type", "refresh_token"), ("refresh_token", OpaqueToken.mint().value), ("client_id", AuthFlowHarness.appClient)]
-                let answer = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try attacker.proof("POST", url))])
+                let answer = try await h.post(
+                    "/auth/token",
+                    form: form,
+                    headers: ["DPoP: " + (try attacker.proof("POST", url, issuedAt: h.clock.now))]
+                )
                 #expect(answer.status == 400 && answer.json["error"] as? String == "invalid_grant")
             }
             let form = [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", AuthFlowHarness.appClient)]
-            let good = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try key.proof("POST", url))])
+            let good = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try key.proof("POST", url, issuedAt: h.clock.now))])
             #expect(good.status == 200, "\(good.body)")
             let token = try #require(good.json["access_token"] as? String)
             #expect(try await me(h, token: token, key: key).status == 200)
@@ -254,13 +265,20 @@ import Testing
                     ("grant_type", "refresh_token"), ("refresh_token", try #require(tokens.json["refresh_token"] as? String)),
                     ("client_id", AuthFlowHarness.appClient),
                 ]
-                return await off.client.post("/auth/token", form: form, headers: proof ? [.dpop: try key.proof("POST", url)] : [:])
+                return await off.client.post(
+                    "/auth/token",
+                    form: form,
+                    headers: proof ? [.dpop: try key.proof("POST", url, issuedAt: h.clock.now)] : [:]
+                )
             }
             // An app that still sends proofs keeps its bound session, and its tokens stay bound.
             let kept = try await refresh(bound, proof: true)
             #expect(kept.status == 200 && kept.json["token_type"] as? String == "DPoP", "\(kept.body)")
             let token = try #require(kept.json["access_token"] as? String)
-            let headers = ["Authorization: DPoP \(token)", "DPoP: " + (try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: token))]
+            let headers = [
+                "Authorization: DPoP \(token)",
+                "DPoP: " + (try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: token, issuedAt: h.clock.now)),
+            ]
             #expect(try await h.get("/auth/me", headers: headers, at: off).status == 200)
             // One that sends none any more gets invalid_grant (sign in again), and the session is over.
             let ended = try await refresh(other, proof: false)
