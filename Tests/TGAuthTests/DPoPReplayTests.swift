@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import TGAuth
 import TGCrypto
+import TGPostgres
+import TGStore
 import TGTesting
 import Testing
 
@@ -72,5 +74,45 @@ import Testing
             f.clock.advance(by: f.auth.settings.dpop.proofMaxAge + 1)
             #expect(try await f.auth.sweep()?.dpopProofs == 3)
         }
+    }
+}
+
+/// While the database cannot be reached, this instance's memory alone decides.
+@Suite struct DPoPReplayOutageTests {
+    static let url = DPoPReplayTests.url
+
+    @Test func whileTheDatabaseIsUnreachableMemoryDecidesAndRefusesWhatItCouldNotRemember() async throws {
+        var database = PostgresClient.Configuration(url: "postgresql://tokengate@127.0.0.1:\(try freeLoopbackPort())/gone?connect_timeout=1")
+        database.acquireTimeout = .seconds(1)
+        let client = PostgresClient(configuration: database)
+        defer { client.shutdown() }
+        let keys = try KeyRing(currentKeyID: "k1", keys: ["k1": try SymmetricKey(bytes: Array(repeating: 7, count: 32))])
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_800_000_000))
+        var settings = AuthSettings()
+        // A key may hold a quarter of the memory: one proof here.
+        settings.dpop.replayCapacity = 4
+        let auth = AuthService(
+            store: Store(database: client),
+            vault: TokenVault(keyRing: keys),
+            providers: [],
+            clients: [],
+            settings: settings,
+            issuer: "https://gw.example",
+            clock: clock.wallClock,
+            logger: .init(label: "tokengate.test")
+        )
+        let key = try DPoPKey()
+        func verified(_ proof: String) throws -> DPoPProof {
+            try auth.dpop.verify(proof, for: DPoPTarget(method: "GET", uri: Self.url, accessToken: "access-token"))
+        }
+        let proof = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: clock.now)
+        // Accepted on memory alone (tokengate_dpop_proofs_unshared_total counts it).
+        try await auth.recordProof(try verified(proof))
+        // Memory still refuses it a second time.
+        await #expect(throws: DPoPError.self) { try await auth.recordProof(try verified(proof)) }
+        // A proof memory could not remember (the key's share is full) is not vouched for: the
+        // database's unavailability answers (503 at the edge).
+        let another = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: clock.now)
+        await #expect(throws: PostgresError.self) { try await auth.recordProof(try verified(another)) }
     }
 }
