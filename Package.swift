@@ -162,8 +162,8 @@ let package = Package(
             swiftSettings: strictSettings,
             // Release builds allocate with mimalloc (Debian's libmimalloc2.0), which replaces
             // malloc for the whole process, libcurl and libmicrohttpd included: 3 % less CPU per
-            // proxied call and 10 % less peak memory under a burst than glibc's (README,
-            // "Performance"). Debug and sanitizer builds keep glibc's.
+            // proxied call and 10 % less peak memory under a burst than glibc's
+            // (docs/performance.md). Debug and sanitizer builds keep glibc's.
             // Release builds link with the toolchain's lld and pack their relocations (DT_RELR,
             // glibc 2.36): the loader reads 35 KB of them at start instead of 2 MB, which otherwise
             // stay resident (1.6 MiB less memory per process, docs/architecture.md, "Memory under a

@@ -4,7 +4,7 @@
 # `swift_retain` and `swift_release`, for a cached proxied call (`GET /api/bench/hello`) and for
 # `/healthz`, taken with uprobes (perf) on a real release
 # `tokengate serve`. Timing on this machine drifts by more than 10 % between runs; these counts
-# move only when the code does, so they show a change that time cannot (README, "Performance").
+# move only when the code does, so they show a change that time cannot (docs/performance.md).
 #
 #   bench/counts.sh [SECONDS]
 #

@@ -9,7 +9,7 @@
 # development machine 6 µs of added user time raised the system time by 3-5 µs and the switches
 # from 0.05 to 0.18 per request: wrk's wake-ups preempt a server that uses more CPU than wrk, and
 # the kernel's work per request grows with it. TokenGate's `/healthz` shows the same pattern
-# (README, "Performance"). Nothing leaves loopback; every process stops by itself.
+# (docs/performance.md). Nothing leaves loopback; every process stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-2}

@@ -2,7 +2,7 @@
 # User-space instructions per request, by library, of TokenGate and of the C floor
 # (bench/floor/proxy_floor.c), counted by valgrind's callgrind: within a few per cent from run to
 # run (how the loop's wake-ups batch the work varies), where CPU time here drifts by more than 10 %
-# (README, "Performance"). Kernel time is not in these counts (it is about the same for both: the
+# (docs/performance.md). Kernel time is not in these counts (it is about the same for both: the
 # same system calls per request).
 #
 #   bench/instructions.sh [SECONDS] [TOP]
