@@ -1,4 +1,4 @@
--- The mobile auth flow (issue 4): what the first schema lacked.
+-- The mobile auth flow: what the first schema lacked.
 
 -- The issuer of the authority a pending login went to (RFC 9207 `iss` check at the callback).
 ALTER TABLE pending_logins ADD COLUMN issuer text NOT NULL DEFAULT '';

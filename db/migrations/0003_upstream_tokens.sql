@@ -1,4 +1,4 @@
--- Upstream tokens and the proxy (issue 5): cache coherence across instances.
+-- Upstream tokens and the proxy: cache coherence across instances.
 --
 -- Each instance keeps sessions and upstream access tokens in memory. Whatever ends or rotates a
 -- session, or removes or stales an account, its grant or a cached token — a logout, a refresh,

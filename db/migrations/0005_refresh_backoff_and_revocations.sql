@@ -1,4 +1,4 @@
--- Issue 14: the lifecycle of upstream grants with real providers.
+-- The lifecycle of upstream grants with real providers.
 --
 -- A provider that cannot answer a refresh is asked again for that grant only after a backoff
 -- window, the same for every instance: `refresh_failures` consecutive transient failures, the

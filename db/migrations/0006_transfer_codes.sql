@@ -1,4 +1,4 @@
--- Issue 17: re-link after the app loses its Keychain (docs/architecture.md, "Transfer codes").
+-- Re-link after the app loses its Keychain (docs/architecture.md, "Transfer codes").
 --
 -- A signed-in app asks for a transfer code and keeps it, with the PKCE-style verifier whose
 -- challenge is stored here, somewhere that survives an app transfer or a restore without the

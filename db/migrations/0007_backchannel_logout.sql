@@ -1,4 +1,4 @@
--- Issue 17, item 2: OpenID Connect Back-Channel Logout 1.0 (docs/architecture.md, "Back-channel logout").
+-- OpenID Connect Back-Channel Logout 1.0 (docs/architecture.md, "Back-channel logout").
 --
 -- The provider's session id (`sid` of the login's ID token), carried from the handoff code to the
 -- session it starts, so that a logout token naming it ends those sessions (and a login still to be

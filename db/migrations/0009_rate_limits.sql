@@ -1,4 +1,4 @@
--- Issue 18, item 1: rate limits shared by every instance (docs/scaling.md, "Rate limits").
+-- Rate limits shared by every instance (docs/scaling.md, "Rate limits").
 --
 -- One token bucket per limit (`scope`) and client address: `tokens` as of `updated_at`, refilled
 -- at the limit's rate up to its capacity (a minute's allowance). An instance takes a few tokens at
