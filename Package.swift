@@ -12,11 +12,11 @@ let strictSettings: [SwiftSetting] = [
     // builds, which run the tests, keep the checks. They cost ~2 200 instructions per proxied
     // call (docs/architecture.md, "Where the time goes"). Each function in a section of its own,
     // private ones too, so the release link can lay out the code in use together
-    // (Sources/tokengate/symbol-order.txt).
+    // (scripts/symbol-order.txt).
     .unsafeFlags(["-enforce-exclusivity=unchecked", "-Xfrontend", "-function-sections"], .when(configuration: .release)),
 ]
 
-/// The directory of this manifest (the release link reads Sources/tokengate/symbol-order.txt).
+/// The directory of this manifest (the release link reads scripts/symbol-order.txt).
 let packageDirectory = String(#filePath.dropLast("/Package.swift".count))
 
 let package = Package(
@@ -158,7 +158,6 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["symbol-order.txt"],
             swiftSettings: strictSettings,
             // Release builds allocate with mimalloc (Debian's libmimalloc2.0), which replaces
             // malloc for the whole process, libcurl and libmicrohttpd included: 3 % less CPU per
@@ -168,14 +167,14 @@ let package = Package(
             // glibc 2.36): the loader reads 35 KB of them at start instead of 2 MB, which otherwise
             // stay resident (1.6 MiB less memory per process, docs/architecture.md, "Memory under a
             // burst"); linking takes seconds instead of most of a minute with gold. lld lays the
-            // functions a running gateway uses out first, in the order of symbol-order.txt
-            // (scripts/symbol-order.sh): 5 MiB less code resident.
+            // functions a running gateway uses out first, in the order of scripts/symbol-order.txt
+            // (written by scripts/symbol-order.sh, checked in CI): 5 MiB less code resident.
             linkerSettings: [
                 .linkedLibrary("mimalloc", .when(platforms: [.linux], configuration: .release)),
                 .unsafeFlags(
                     [
                         "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
-                        "-Xlinker", "--symbol-ordering-file=\(packageDirectory)/Sources/tokengate/symbol-order.txt",
+                        "-Xlinker", "--symbol-ordering-file=\(packageDirectory)/scripts/symbol-order.txt",
                         "-Xlinker", "--no-warn-symbol-ordering",
                     ],
                     .when(platforms: [.linux], configuration: .release)

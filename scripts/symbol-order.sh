@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Writes Sources/tokengate/symbol-order.txt: the functions a release `tokengate serve` runs, in the
+# Writes scripts/symbol-order.txt: the functions a release `tokengate serve` runs, in the
 # order the linker lays them out (docs/architecture.md, "Memory under a burst"). The release link
 # passes the file to lld (`--symbol-ordering-file`, Package.swift), so the code a running gateway
 # uses sits together in a few megabytes at the start of `.text` instead of being spread over all of
 # it, where every page the kernel maps in (64 KiB at a time, with its fault-around) stays resident.
 #
-#   scripts/symbol-order.sh
+#   scripts/symbol-order.sh                   write the file (callgrind; minutes)
+#   scripts/symbol-order.sh --check BINARY    how many of its names BINARY still defines; fails
+#                                             below 90 % (CI runs it on the release build)
 #
 # Runs a release build under valgrind's callgrind from start to SIGTERM against a throwaway
 # PostgreSQL, oidc-provider-mock and an nginx upstream (bench/lib.sh): a login, cached proxied calls
 # and /healthz under wrk, a call with a refused token, /openapi.yaml, and /metrics and /readyz on
 # the admin listener. Functions that serve requests come first (those of the proxied call before
 # the rest, by instructions), then those of start-up and login, then those of shutdown. A function
-# the file does not name (new or renamed code) still links, after the ordered ones; `bench/proxy.sh`
-# prints how many names the binary still has, and a stale file only costs memory, never
-# correctness. Run it again when that count drops.
+# the file does not name (new or renamed code) still links, after the ordered ones: a stale file
+# only costs memory, never correctness. `--check` counts the names a build still has; run the
+# script again when that count drops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --check ]; then
+    binary=${2:?usage: scripts/symbol-order.sh --check BINARY}
+    total=$(sort -u scripts/symbol-order.txt | wc -l)
+    found=$(comm -12 <(nm --defined-only "$binary" | awk '{ print $NF }' | sort -u) <(sort -u scripts/symbol-order.txt) | wc -l)
+    percent=$((found * 100 / total))
+    echo "symbol-order: $binary defines $found of the $total functions of scripts/symbol-order.txt ($percent %)"
+    [ "$percent" -ge 90 ] || { echo "symbol-order: the file is stale: run scripts/symbol-order.sh" >&2; exit 1; }
+    exit 0
+fi
 . bench/lib.sh
 EXTRA_PACKAGES="nginx wrk valgrind" scripts/deps.sh
 
@@ -51,7 +62,7 @@ wait "$tg_pid" || true
 
 # Each dump names the functions that ran in it, with their instructions ("fn=(id) name", then
 # cost lines; names are given once per file and referred to by id after).
-python3 - "$work" Sources/tokengate/symbol-order.txt <<'PY'
+python3 - "$work" scripts/symbol-order.txt <<'PY'
 import collections, glob, os, re, sys
 work, out = sys.argv[1], sys.argv[2]
 
