@@ -22,7 +22,9 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = --check ]; then
     binary=${2:?usage: scripts/symbol-order.sh --check BINARY}
     total=$(sort -u scripts/symbol-order.txt | wc -l)
-    found=$(comm -12 <(nm --defined-only "$binary" | awk '{ print $NF }' | sort -u) <(sort -u scripts/symbol-order.txt) | wc -l)
+    # binutils' nm, or the Swift toolchain's llvm-nm.
+    nm_tool=$(command -v nm || command -v llvm-nm) || { echo "symbol-order: no nm to read $binary" >&2; exit 1; }
+    found=$(comm -12 <("$nm_tool" --defined-only "$binary" | awk '{ print $NF }' | sort -u) <(sort -u scripts/symbol-order.txt) | wc -l)
     percent=$((found * 100 / total))
     echo "symbol-order: $binary defines $found of the $total functions of scripts/symbol-order.txt ($percent %)"
     [ "$percent" -ge 90 ] || { echo "symbol-order: the file is stale: run scripts/symbol-order.sh" >&2; exit 1; }
