@@ -3,13 +3,15 @@ import Foundation
 /// Sends many small requests as one statement (group commit): while one statement runs, the
 /// requests that arrive wait and go together in the next. No timer: a request that finds nothing
 /// running goes at once, so an idle process adds no latency and a busy one sends a statement per
-/// round trip rather than per request.
+/// round trip rather than per request. With `distinct`, requests with the same key never share a
+/// statement: a second one waits for the next.
 public final class GroupCommit<Input: Sendable, Output: Sendable>: @unchecked Sendable {
     // Invariant: `pending` and `running` are only accessed with `lock` held.
     private let lock = NSLock()
     private var pending: [Waiter] = []
     private var running = false
     private let maxBatch: Int
+    private let distinct: (@Sendable (Input) -> String)?
     /// One statement for a batch: one output per input, in order; or the error that failed it.
     private let statement: @Sendable ([Input]) async -> Result<[Output], any Error>
 
@@ -18,10 +20,18 @@ public final class GroupCommit<Input: Sendable, Output: Sendable>: @unchecked Se
         var continuation: CheckedContinuation<Result<Output, any Error>, Never>
     }
 
-    public init(maxBatch: Int = 256, statement: @escaping @Sendable ([Input]) async -> Result<[Output], any Error>) {
+    public init(
+        maxBatch: Int = 256,
+        distinct: (@Sendable (Input) -> String)? = nil,
+        statement: @escaping @Sendable ([Input]) async -> Result<[Output], any Error>
+    ) {
         self.maxBatch = max(1, maxBatch)
+        self.distinct = distinct
         self.statement = statement
     }
+
+    /// Requests waiting for the next statement (tests).
+    public var waiting: Int { lock.withLock { pending.count } }
 
     /// `input`'s output from the next statement, or the error that failed that statement.
     public func submit(_ input: Input) async -> Result<Output, any Error> {
@@ -40,8 +50,14 @@ public final class GroupCommit<Input: Sendable, Output: Sendable>: @unchecked Se
     private func drain() async {
         while true {
             let batch: [Waiter] = lock.withLock {
-                let batch = Array(pending.prefix(maxBatch))
-                pending.removeFirst(batch.count)
+                var batch: [Waiter] = []
+                var rest: [Waiter] = []
+                var keys = Set<String>()
+                for waiter in pending {
+                    let fits = batch.count < maxBatch && (distinct.map { keys.insert($0(waiter.input)).inserted } ?? true)
+                    if fits { batch.append(waiter) } else { rest.append(waiter) }
+                }
+                pending = rest
                 if batch.isEmpty { running = false }
                 return batch
             }
