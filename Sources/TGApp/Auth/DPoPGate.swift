@@ -1,5 +1,6 @@
 import HTTPTypes
 public import TGAuth
+import TGEventLoop
 public import TGHTTPServer
 
 /// A TokenGate access token as a request presents it (`Authorization: Bearer …` or `DPoP …`).
@@ -20,6 +21,9 @@ enum DPoPGate {
         do {
             guard let bound = try boundKey(session: session, token: token) else { return }
             guard let proof = try onlyProof(request) else { throw DPoPError(.invalidProof, "Send a DPoP proof in the DPoP header.") }
+            // Never on an event loop (a signature check and a statement): debug builds, which run
+            // the tests, stop here if a loop-served call ever gets this far on its loop.
+            assert(request.loop?.inEventLoop != true, "a DPoP proof checked on an event loop")
             let target = DPoPTarget(method: request.method.rawValue, uri: auth.issuer + request.path, accessToken: token.value)
             // The key is compared before the signature is checked, and the proof is recorded
             // only once it is found good: a made-up proof costs no signature check and no record.
