@@ -134,11 +134,23 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // The proxy: an app's call forwarded to an API on the connection's event loop (knows HTTP,
+        // not OAuth: the upstream token comes from whoever assembles it).
+        .target(
+            name: "TGProxy",
+            dependencies: [
+                "TGHTTPServer", "TGHTTPClient", "TGEventLoop", "TGBase",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
         // Layer 4: routes, middleware, configuration; the executable is CLI only.
         .target(
             name: "TGApp",
             dependencies: [
-                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGStore", "TGCrypto", "TGOIDC", "TGAuth", "TGEventLoop", "TGBase",
+                "TGHTTPServer", "TGHTTPClient", "TGPostgres", "TGStore", "TGCrypto", "TGOIDC", "TGAuth", "TGProxy", "TGEventLoop", "TGBase",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
@@ -214,7 +226,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tokengate-fuzz-proxy-path",
-            dependencies: ["TGFuzzing", "TGApp"],
+            dependencies: ["TGFuzzing", "TGProxy"],
             path: "Sources/Fuzz/ProxyPath",
             swiftSettings: strictSettings
         ),
@@ -256,7 +268,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TGHTTPClientTests",
-            dependencies: ["TGHTTPClient", "TGHTTPServer", "TGTesting", "TGEventLoop", "TGApp"],
+            dependencies: ["TGHTTPClient", "TGHTTPServer", "TGTesting", "TGEventLoop", "TGProxy"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -299,7 +311,7 @@ let package = Package(
             name: "TGAppTests",
             dependencies: [
                 "TGApp", "TGAppTesting", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGStore", "TGTesting", "TGBase",
-                "TGEventLoop",
+                "TGEventLoop", "TGProxy",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
             ],

@@ -82,7 +82,6 @@ public struct Gateway: Sendable {
         } catch {
             // Nothing runs yet: close the public port again, and what runs on its loops.
             await assembly.server.shutdown()
-            for client in assembly.upstreamClients.values { client.shutdown() }
             throw error
         }
         logger.info(
@@ -140,7 +139,6 @@ struct ServerService: Service {
         // Cancelled instead (the group failed): drain all the same.
         try? await gracefulShutdown()
         await assembly.server.shutdown()
-        for client in assembly.upstreamClients.values { client.shutdown() }
         logger.info("stopped")
     }
 }

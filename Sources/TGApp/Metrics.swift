@@ -17,18 +17,11 @@ public final class TokenGateMetrics: Sendable {
     /// (``RequestMetrics``), outside the registry.
     private let requestMetrics = RequestMetrics()
 
-    /// Proxied calls by the path that answered them: `loop` (session and upstream token from
-    /// memory, answered on the event loop) or `task` (anything the memory could not answer).
-    let proxyLoopCalls: CoreMetrics.Counter
-    let proxyTaskCalls: CoreMetrics.Counter
-
     public init() {
         registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.defaultDurationHistogramBuckets = RequestMetrics.bucketBounds
         self.factory = factory
-        proxyLoopCalls = CoreMetrics.Counter(label: "tokengate_proxy_calls_total", dimensions: [("path", "loop")], factory: factory)
-        proxyTaskCalls = CoreMetrics.Counter(label: "tokengate_proxy_calls_total", dimensions: [("path", "task")], factory: factory)
     }
 
     /// The domain's view of the same registry.

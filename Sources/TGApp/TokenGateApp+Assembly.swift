@@ -1,7 +1,6 @@
 public import Logging
 public import TGAuth
 public import TGBase
-public import TGHTTPClient
 public import TGHTTPServer
 public import TGOIDC
 public import TGPostgres
@@ -20,8 +19,6 @@ extension TokenGateApp {
         public let adminApplication: Application
         /// The readiness checks (``DependencyMonitor`` runs them between probes).
         public let readiness: HealthRoutes.Readiness
-        /// Shut them down after the server.
-        public let upstreamClients: [String: HTTPClient]
         public let metrics: TokenGateMetrics
     }
 
@@ -34,13 +31,11 @@ extension TokenGateApp {
     ) throws -> Assembly {
         let metrics = TokenGateMetrics()
         let auth = try makeAuthService(configuration, database: database, providers: providers, logger: logger, clock: clock, metrics: metrics.auth)
-        let upstreamClients = makeUpstreamClients(configuration)
         let (server, application) = makeServer(
             configuration,
             database: database,
             providers: providers,
             auth: auth,
-            upstreamClients: upstreamClients,
             metrics: metrics,
             logger: logger
         )
@@ -59,7 +54,6 @@ extension TokenGateApp {
             admin: admin,
             adminApplication: adminApplication,
             readiness: readiness(database: database, providers: providers, metrics: metrics),
-            upstreamClients: upstreamClients,
             metrics: metrics
         )
     }

@@ -121,7 +121,6 @@ public enum TokenGateApp {
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
         auth: AuthService? = nil,
-        upstreamClients: [String: HTTPClient] = [:],
         metrics: TokenGateMetrics? = nil,
         loops: EventLoopGroup? = nil
     ) -> Router {
@@ -158,51 +157,28 @@ public enum TokenGateApp {
                 rateLimit: limiter("backchannel_logout", server.backChannelLogoutRateLimitPerMinute),
                 requestTimeout: .seconds(configuration.server.requestTimeoutSeconds)
             )
-            let upstreams = configuration.upstreams.compactMap { settings in
-                ProxyRoutes.Upstream(
-                    settings,
-                    client: upstreamClients[settings.name] ?? makeUpstreamClient(settings),
-                    loopClients: loops.map { group in group.loops.map { makeUpstreamClient(settings, loop: $0, loops: group.loops.count) } } ?? []
+            if !configuration.upstreams.isEmpty {
+                ProxyRoutes.add(
+                    to: &router,
+                    upstreams: configuration.upstreams,
+                    loops: loops?.loops ?? [],
+                    auth: auth,
+                    publicBaseURL: publicBaseURL(configuration),
+                    metrics: metrics
                 )
-            }
-            if !upstreams.isEmpty {
-                ProxyRoutes.add(to: &router, upstreams: upstreams, auth: auth, publicBaseURL: publicBaseURL(configuration), metrics: metrics)
             }
         }
         return router
     }
 
-    /// One HTTP client per configured API: connections, timeouts and CA of its own, redirects
-    /// passed back to the app rather than followed. Shut them down after the server.
-    public static func makeUpstreamClients(_ configuration: TokenGateConfiguration) -> [String: HTTPClient] {
-        Dictionary(configuration.upstreams.map { ($0.name, makeUpstreamClient($0)) }, uniquingKeysWith: { first, _ in first })
-    }
-
-    /// `loop`: the client runs there (one per server loop, for the cached path, each with its
-    /// share of the API's connections out of `loops`); else on its own.
-    static func makeUpstreamClient(_ upstream: TokenGateConfiguration.Upstream, loop: EventLoop? = nil, loops: Int = 1) -> HTTPClient {
-        var settings = HTTPClient.Configuration()
-        let share = (upstream.maxConnections + max(1, loops) - 1) / max(1, loops)
-        settings.maxConnections = share
-        settings.maxConnectionsPerHost = share
-        settings.connectTimeout = .seconds(upstream.connectTimeoutSeconds)
-        settings.caFile = upstream.caFile
-        settings.followRedirects = false
-        if let url = URLComponents(string: upstream.baseURL), url.scheme?.lowercased() == "http" {
-            settings.allowPlainHTTPToLoopbackForTesting = Loopback.isLoopback(host: url.host ?? "")
-        }
-        return HTTPClient(configuration: settings, loop: loop)
-    }
-
     /// The HTTP server with every route, not yet started. Its event loops (`server.threads`) also
-    /// run one client per API for the cached proxy path; they stop after the server's shutdown.
+    /// run the proxy's clients, one per API and loop; they stop after the server's shutdown.
     /// Also the application it serves (which tests drive in-process, ``Application/respond(to:)``).
     static func makeServer(
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
         auth: AuthService? = nil,
-        upstreamClients: [String: HTTPClient] = [:],
         metrics: TokenGateMetrics? = nil,
         logger: Logger
     ) -> (server: HTTPServer, application: Application) {
@@ -213,7 +189,6 @@ public enum TokenGateApp {
             database: database,
             providers: providers,
             auth: auth,
-            upstreamClients: upstreamClients,
             metrics: metrics,
             loops: loops
         )

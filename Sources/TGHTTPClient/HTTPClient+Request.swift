@@ -121,6 +121,8 @@ extension HTTPClient {
         }
 
         var hasBody = false
+        // Appended after the request's own lines (which come first when the caller built them).
+        var sendsChunked = false
         switch body {
         case .none:
             break
@@ -135,7 +137,7 @@ extension HTTPClient {
             if let length {
                 check(CShims_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(length)))
             } else {
-                transfer.appendHeader(.chunked)
+                sendsChunked = true
             }
             let resume: @Sendable () -> Void = { [weak self] in self?.submit(.resume(transfer)) }
             let writer = HTTPClientBodyWriter(channel: channel, resume: resume)
@@ -159,6 +161,7 @@ extension HTTPClient {
             string(CURLOPT_CUSTOMREQUEST, method)
         }
         addHeaders()
+        if sendsChunked { transfer.appendHeader(.chunked) }
         // No "Expect: 100-continue" round trip; no content-type guessed for bodies.
         transfer.appendHeader(.noExpect)
         if hasBody, !hasContentType { transfer.appendHeader(.noContentType) }

@@ -191,7 +191,7 @@ extension HTTPClient {
     /// once its body is in (``LoopExchange/isComplete``), so it can be answered in one piece.
     public func startOnLoop(
         _ request: LoopRequest,
-        body: [UInt8]? = nil,
+        body: HTTPClientRequestBody = .none,
         headTimeout: Duration,
         idleTimeout: Duration,
         wholeBodyUpTo: Int = 0
@@ -200,9 +200,16 @@ extension HTTPClient {
         let exchange = LoopExchange(client: self, idleTimeout: idleTimeout)
         let transfer = try Transfer(mode: .onLoop(exchange), handles: handles, compact: transfersInFlight >= configuration.compactReadsAbove)
         transfer.holdHeadUpTo = min(wholeBodyUpTo, LoopExchange.highWater)
-        try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: nil)
+        try prepare(transfer, request, body: body, timeout: nil)
         exchange.transfer = transfer
-        exchange.started(headTimeout: headTimeout)
+        if case .stream = body {
+            // A streamed body may take longer than the head timeout to send: the exchange may go
+            // quiet for at most `idleTimeout` instead, time spent waiting for the body's producer
+            // not counted (as `stream(_:body:idleTimeout:bufferSize:wholeBodyUpTo:)`).
+            transfer.idleTimeout = EventLoop.nanoseconds(idleTimeout)
+        } else {
+            exchange.started(headTimeout: headTimeout)
+        }
         submit(.add(transfer))
         return exchange
     }

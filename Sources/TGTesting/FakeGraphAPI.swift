@@ -29,12 +29,17 @@ public final class FakeGraphAPI: Sendable {
     private let rejections = Mutex<Int>(0)
     private let uploadLog = Mutex<[(bytes: Int, sha256: String)]>([])
     private let canned = Mutex<[String: Canned]>([:])
+    private let slowCalls = Mutex<(inFlight: Int, peak: Int)>((0, 0))
     /// The server's origin, `http://127.0.0.1:PORT`.
     public let baseURL: String
     /// The path the API lives under (no trailing `/`); the base URL to configure is ``apiURL``.
     public let basePath: String
     /// ``baseURL`` + ``basePath``.
     public var apiURL: String { baseURL + basePath }
+
+    /// The most `/slow` calls that were in flight at once (each holds a connection of its caller's
+    /// while it sleeps).
+    public var peakConcurrentSlowCalls: Int { slowCalls.withLock { $0.peak } }
 
     /// An answer set by a test.
     struct Canned: Sendable {
@@ -169,8 +174,13 @@ public final class FakeGraphAPI: Sendable {
             )
         case "/slow":
             let millis = Int(request.queryValue("ms") ?? "") ?? 1000
-            return .async { _ in
+            slowCalls.withLock {
+                $0.inFlight += 1
+                $0.peak = max($0.peak, $0.inFlight)
+            }
+            return .async { [self] _ in
                 try? await Task.sleep(for: .milliseconds(millis))
+                slowCalls.withLock { $0.inFlight -= 1 }
                 return Self.json(["slept_ms": millis])
             }
         case "/redirect":

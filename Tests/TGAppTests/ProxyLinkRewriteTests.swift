@@ -5,6 +5,7 @@ import Testing
 
 @testable import TGApp
 @testable import TGHTTPClient
+@testable import TGProxy
 
 /// The rule that makes an API's links TokenGate's (``ProxyLocation``), its JSON rewriter
 /// (``ProxyJSONLinks``), `Link` fields and which answers are rewritten: pure functions, no server.
@@ -177,14 +178,9 @@ import Testing
     @Test func onlyWholeUncompressedTransformableJSONBodiesWithinTheLimitAreRead() {
         let rewrite = ProxyLinkRewrite(location: Self.location, maxBodyBytes: 1000, metrics: nil)
         func plan(_ fields: [(String, String)], status: Int = 200) -> ProxyLinkRewrite.Plan {
-            var headerFields = HTTPFields()
-            for (name, value) in fields { headerFields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
-            let viaFields = rewrite.plan(status: status, fields: headerFields)
-            // The cached path reads the same fields from libcurl's bytes.
+            // The proxy reads the fields from libcurl's bytes.
             let head = RawHead(status: status, bytes: Array(fields.map { "\($0.0): \($0.1)\r\n" }.joined().utf8))
-            let viaBytes = rewrite.plan(status: status, contentLength: head.contentLength) { head.forEachField($0) }
-            #expect(viaFields == viaBytes, "\(fields)")
-            return viaFields
+            return rewrite.plan(status: status, contentLength: head.contentLength) { head.forEachField($0) }
         }
         let json = ("Content-Type", "application/json")
         for type in [

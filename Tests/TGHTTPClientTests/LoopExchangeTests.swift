@@ -5,8 +5,8 @@ import TGHTTPServer
 import TGTesting
 import Testing
 
-@testable import TGApp
 @testable import TGHTTPClient
+@testable import TGProxy
 
 /// A server and a client on the same loops: a request answered by a call to another server,
 /// made and read on the loop that serves it (the cached proxy path's machinery).

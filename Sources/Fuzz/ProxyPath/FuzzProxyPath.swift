@@ -1,5 +1,5 @@
-import TGApp
 import TGFuzzing
+import TGProxy
 
 /// The proxy's path check (`/api/{name}/<this>`): never crashes, and no path it accepts holds,
 /// once decoded, a dot segment, an empty segment, a backslash, a `;`, a control character or

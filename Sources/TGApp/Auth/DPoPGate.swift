@@ -21,17 +21,34 @@ enum DPoPGate {
         do {
             guard let bound = try boundKey(session: session, token: token) else { return }
             guard let proof = try onlyProof(request) else { throw DPoPError(.invalidProof, "Send a DPoP proof in the DPoP header.") }
-            // Never on an event loop (a signature check and a statement): debug builds, which run
-            // the tests, stop here if a loop-served call ever gets this far on its loop.
-            assert(request.loop?.inEventLoop != true, "a DPoP proof checked on an event loop")
             let target = DPoPTarget(method: request.method.rawValue, uri: auth.issuer + request.path, accessToken: token.value)
-            // The key is compared before the signature is checked, and the proof is recorded
-            // only once it is found good: a made-up proof costs no signature check and no record.
-            try await auth.recordProof(try auth.dpop.verify(proof, for: target, boundTo: bound))
+            // Never on an event loop (a signature check and a statement). An async route's first
+            // job runs inline on the connection's loop until it first suspends, which a session
+            // from memory does not bring: the work then goes to a task of its own.
+            let loop = request.loop
+            guard loop?.inEventLoop == true else {
+                return try await verifyAndRecord(proof, for: target, boundTo: bound, auth: auth, notOn: loop)
+            }
+            try await Task.detached { try await verifyAndRecord(proof, for: target, boundTo: bound, auth: auth, notOn: loop) }.value
         } catch var refusal as DPoPError {
             refusal.algorithms = auth.dpop.algorithmNames
             throw refusal
         }
+    }
+
+    /// The proof's signature checked and, when good, the proof recorded. Debug builds, which run
+    /// the tests, stop here if it ever runs on the request's loop.
+    private static func verifyAndRecord(
+        _ proof: String,
+        for target: DPoPTarget,
+        boundTo bound: String,
+        auth: AuthService,
+        notOn loop: EventLoop?
+    ) async throws {
+        assert(loop?.inEventLoop != true, "a DPoP proof checked on an event loop")
+        // The key is compared before the signature is checked, and the proof is recorded only
+        // once it is found good: a made-up proof costs no signature check and no record.
+        try await auth.recordProof(try auth.dpop.verify(proof, for: target, boundTo: bound))
     }
 
     /// Whether `session` is bound, so that a proof must be checked (off the event loop: a

@@ -3,6 +3,7 @@ import HTTPTypes
 import Logging
 import TGAuth
 import TGCrypto
+import TGProxy
 
 #if canImport(Glibc)
 import Glibc

@@ -1,22 +1,11 @@
 import HTTPTypes
-import TGHTTPServer
+public import TGHTTPServer
+public import TGProxy
 
-/// Why a proxied call was not forwarded, or failed on the way (problem+json; the upstream's own
+/// Why a proxied call was not forwarded, or failed on the way, as problem+json (the API's own
 /// errors pass through as they are).
-enum ProxyError: Error, HTTPResponseError, Equatable {
-    case unknownUpstream
-    case methodNotAllowed(allowed: [String])
-    case invalidPath(String)
-    case pathNotAllowed
-    case upstreamUnavailable
-    case upstreamTimeout
-    /// The app's streamed body passed the API's `max_body_bytes`.
-    case bodyTooLarge
-    /// The app's streamed body stopped before its end (the app went away, or the request's
-    /// deadline passed and was answered already): an answer nobody normally receives.
-    case bodyIncomplete
-
-    func response() -> ServerResponse {
+extension ProxyError: HTTPResponseError {
+    public func response() -> ServerResponse {
         let problem: Problem
         switch self {
         case .unknownUpstream:
@@ -46,6 +35,12 @@ enum ProxyError: Error, HTTPResponseError, Equatable {
             problem = Problem(status: .contentTooLarge, code: "body_too_large", detail: "The request body is larger than this API accepts.")
         case .bodyIncomplete:
             problem = Problem(status: .badRequest, code: "body_incomplete", detail: "The request body did not arrive in full.")
+        case .unusableToken:
+            problem = Problem(
+                status: .badGateway,
+                code: "upstream_token_unusable",
+                detail: "The provider issued a token for this API that cannot be sent in a header; tell the operator."
+            )
         }
         return problem.response()
     }

@@ -1,4 +1,4 @@
-import CoreMetrics
+public import CoreMetrics
 import HTTPTypes
 import TGHTTPClient
 import TGHTTPServer
@@ -16,7 +16,7 @@ import TGHTTPServer
 ///   rewritten by ``ProxyJSONLinks``, sent with its new `Content-Length`. A larger body streams as
 ///   it is: when its `Content-Length` says so at once, without reading any of it; when it has none,
 ///   after the first ``maxBodyBytes`` read, which go out first, unchanged.
-final class ProxyLinkRewrite: Sendable {
+public final class ProxyLinkRewrite: Sendable {
     let location: ProxyLocation
     /// `rewrite_max_body_bytes`.
     let maxBodyBytes: Int
@@ -56,10 +56,10 @@ final class ProxyLinkRewrite: Sendable {
     }
 
     /// One counter per outcome, shared by the APIs (counting is an atomic add).
-    struct Metrics: Sendable {
+    public struct Metrics: Sendable {
         let counters: [CoreMetrics.Counter]
 
-        init(factory: any MetricsFactory) {
+        public init(factory: any MetricsFactory) {
             counters = Outcome.allCases.map {
                 CoreMetrics.Counter(label: "tokengate_proxy_link_rewrites_total", dimensions: [("outcome", $0.label)], factory: factory)
             }
@@ -113,17 +113,6 @@ final class ProxyLinkRewrite: Sendable {
         if untouchable { return .pass(.noTransform) }
         if let contentLength, contentLength > maxBodyBytes { return .pass(.tooLarge) }
         return .read
-    }
-
-    /// ``plan(status:contentLength:_:)`` for the async path's fields.
-    func plan(status: Int, fields: HTTPFields) -> Plan {
-        plan(status: status, contentLength: fields[.contentLength].flatMap(Int.init)) { body in
-            for field in fields {
-                var name = field.name.canonicalName
-                var value = field.value
-                name.withUTF8 { name in value.withUTF8 { body(name, $0) } }
-            }
-        }
     }
 
     /// A whole body of an answer planned ``Plan/read``, with its links rewritten (itself when it
@@ -192,23 +181,6 @@ final class ProxyLinkRewrite: Sendable {
         }
         return changed ? output : nil
     }
-
-    /// ``rewriteLinkField(_:)`` on the async path's fields: each `Link` in place.
-    func rewriteLinkFields(_ fields: inout HTTPFields) {
-        guard fields.contains(Self.link) else { return }
-        var rewritten = HTTPFields()
-        rewritten.reserveCapacity(fields.count)
-        for var field in fields {
-            if field.name == Self.link {
-                var value = field.value
-                if let links = value.withUTF8({ rewriteLinkField($0) }) { field.value = String(decoding: links, as: UTF8.self) }
-            }
-            rewritten.append(field)
-        }
-        fields = rewritten
-    }
-
-    static let link = HTTPField.Name("Link")!
 
     /// A JSON media type (RFC 8259 §11, RFC 6839 §3.1) in UTF-8: `application/json` or
     /// `application/<anything>+json`, with any parameters but a charset other than UTF-8.

@@ -2,82 +2,54 @@ import HTTPTypes
 import TGHTTPClient
 import TGHTTPServer
 
-// Answers of an API with `rewrite_links` (``ProxyLinkRewrite``): a JSON body within the limit is
-// read whole before the head goes out, so that the rewritten body goes with its own length.
+/// An API's answer passed back to the app from the exchange, on the loop of both: the fields by
+/// the rules of ``ProxyHeaders``, the body in one piece when it came whole with the head, else
+/// read from the exchange as it arrives. Answers of an API with `rewrite_links`
+/// (``ProxyLinkRewrite``): a JSON body within the limit is read whole before the head goes out,
+/// so that the rewritten body goes with its own length.
+enum ProxyRelay {
+    /// The API's answer as it is: a small body already complete goes out in one piece, anything
+    /// else is read from the exchange on the loop as it arrives. The fields go from libcurl's
+    /// bytes to libmicrohttpd's without `HTTPFields` in between
+    /// (``ProxyHeaders/relay(_:location:links:into:)``); `links`: the API's `rewrite_links`, for
+    /// its `Link` fields.
+    static func relay(
+        _ head: RawHead,
+        _ exchange: LoopExchange,
+        method: HTTPRequest.Method,
+        location: ProxyLocation?,
+        links: ProxyLinkRewrite? = nil
+    ) -> ServerResponse {
+        var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
+        ProxyHeaders.relay(head, location: location, links: links, into: &response)
+        if exchange.isComplete, method != .head {
+            response.body = .bytes(exchange.takeAll())
+        } else {
+            // A body read as it arrives is as long as announced (HEAD: the length of a GET's).
+            if let length = head.contentLength { response.headerFields[.contentLength] = String(length) }
+            response.body = .source(ExchangeBody(exchange))
+        }
+        return response
+    }
 
-extension ProxyRoutes {
-    /// The cached path's answer of an API with `rewrite_links`, from the exchange whose head
-    /// arrived, on the loop: answered at once when the body is not to be rewritten, else once it
+    /// The answer of an API with `rewrite_links`, from the exchange whose head arrived, on the
+    /// loop: answered at once when the body is not to be rewritten, else once it
     /// has been read (``LoopLinkRelay``).
     static func relayRewriting(
         _ head: RawHead,
         _ exchange: LoopExchange,
         method: HTTPRequest.Method,
         rewrite: ProxyLinkRewrite,
-        location: ProxyLocation?,
-        responder: RouteResponder
+        responder: any ProxyResponder
     ) {
         let plan: ProxyLinkRewrite.Plan =
             method == .head ? .pass(nil) : rewrite.plan(status: head.status, contentLength: head.contentLength) { head.forEachField($0) }
         guard plan == .read else {
             if case .pass(let outcome?) = plan { rewrite.count(outcome) }
-            responder.respond(relay(head, exchange, method: method, location: { location }, links: rewrite))
+            responder.respond(relay(head, exchange, method: method, location: rewrite.location, links: rewrite))
             return
         }
-        LoopLinkRelay(head: head, exchange: exchange, rewrite: rewrite, location: location, responder: responder).start()
-    }
-
-    /// The async path's answer of an API with `rewrite_links`: `fields` are those to send (the
-    /// `Link` ones rewritten); the body is read up to the limit and rewritten when it ended
-    /// within it, else what was read goes out first and the rest streams, all unchanged.
-    static func relayRewriting(
-        _ response: HTTPClientStreamingResponse,
-        fields: HTTPFields,
-        method: HTTPRequest.Method,
-        rewrite: ProxyLinkRewrite
-    ) async throws -> ServerResponse? {
-        let status = response.head.status
-        let plan: ProxyLinkRewrite.Plan = method == .head ? .pass(nil) : rewrite.plan(status: status.code, fields: response.head.headerFields)
-        guard plan == .read else {
-            if case .pass(let outcome?) = plan { rewrite.count(outcome) }
-            return nil
-        }
-        var chunks: [[UInt8]] = []
-        var read = 0
-        do {
-            for try await chunk in response {
-                chunks.append(chunk)
-                read += chunk.count
-                if read > rewrite.maxBodyBytes { break }
-            }
-        } catch {
-            response.cancel()
-            throw (error as? HTTPClientError) == .timeout ? ProxyError.upstreamTimeout : ProxyError.upstreamUnavailable
-        }
-        var fields = fields
-        guard read <= rewrite.maxBodyBytes else {
-            rewrite.count(.tooLarge)
-            let prefix = chunks
-            return ServerResponse(
-                status: status,
-                headerFields: fields,
-                body: .stream { writer in
-                    do {
-                        for chunk in prefix { try await writer.write(chunk) }
-                        for try await chunk in response { try await writer.write(chunk) }
-                    } catch {
-                        response.cancel()
-                        throw error
-                    }
-                }
-            )
-        }
-        var body: [UInt8] = []
-        body.reserveCapacity(read)
-        for chunk in chunks { body += chunk }
-        // The server sets the length of the body it sends.
-        fields[.contentLength] = nil
-        return ServerResponse(status: status, headerFields: fields, body: .bytes(rewrite.rewrite(body)))
+        LoopLinkRelay(head: head, exchange: exchange, rewrite: rewrite, responder: responder).start()
     }
 }
 
@@ -91,15 +63,13 @@ final class LoopLinkRelay: @unchecked Sendable {
     let head: RawHead
     let exchange: LoopExchange
     let rewrite: ProxyLinkRewrite
-    let location: ProxyLocation?
-    let responder: RouteResponder
+    let responder: any ProxyResponder
     private var body: [UInt8] = []
 
-    init(head: RawHead, exchange: LoopExchange, rewrite: ProxyLinkRewrite, location: ProxyLocation?, responder: RouteResponder) {
+    init(head: RawHead, exchange: LoopExchange, rewrite: ProxyLinkRewrite, responder: any ProxyResponder) {
         self.head = head
         self.exchange = exchange
         self.rewrite = rewrite
-        self.location = location
         self.responder = responder
     }
 
@@ -143,7 +113,7 @@ final class LoopLinkRelay: @unchecked Sendable {
         // Longer than the limit (its length was not announced): unchanged.
         rewrite.count(.tooLarge)
         var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
-        ProxyHeaders.relay(head, location: { location }, links: rewrite, into: &response)
+        ProxyHeaders.relay(head, location: rewrite.location, links: rewrite, into: &response)
         if let length = head.contentLength { response.headerFields[.contentLength] = String(length) }
         response.body = .source(PrefixedExchangeBody(prefix: body, exchange))
         body = []
@@ -153,7 +123,7 @@ final class LoopLinkRelay: @unchecked Sendable {
     /// The whole body is here: rewritten, in one piece (the server sets its length).
     private func answer() {
         var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
-        ProxyHeaders.relay(head, location: { location }, links: rewrite, into: &response)
+        ProxyHeaders.relay(head, location: rewrite.location, links: rewrite, into: &response)
         response.body = .bytes(rewrite.rewrite(body))
         body = []
         responder.respond(response)
@@ -188,5 +158,33 @@ final class PrefixedExchangeBody: ResponseBodySource, @unchecked Sendable {
 
     func close() {
         rest.close()
+    }
+}
+
+/// An upstream exchange as a response body, both on the same loop.
+final class ExchangeBody: ResponseBodySource, @unchecked Sendable {
+    // Invariant: used only on the loop of the exchange and the connection (the server calls a
+    // source only there).
+    let exchange: LoopExchange
+
+    init(_ exchange: LoopExchange) {
+        self.exchange = exchange
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> ResponseBodyRead {
+        switch exchange.read(into: buffer) {
+        case .bytes(let count): .bytes(count)
+        case .wait: .wait
+        case .end: .end
+        case .failed: .failed
+        }
+    }
+
+    func notify(when ready: @escaping () -> Void) {
+        exchange.notify(when: ready)
+    }
+
+    func close() {
+        if !exchange.isComplete { exchange.cancel() }
     }
 }

@@ -1,0 +1,17 @@
+/// Why a proxied call was not forwarded, or failed on the way. TGApp turns each into its HTTP
+/// answer (problem+json) where every error is; the API's own errors pass through as they are.
+public enum ProxyError: Error, Equatable, Sendable {
+    case unknownUpstream
+    case methodNotAllowed(allowed: [String])
+    case invalidPath(String)
+    case pathNotAllowed
+    case upstreamUnavailable
+    case upstreamTimeout
+    /// The app's streamed body passed the API's `max_body_bytes`.
+    case bodyTooLarge
+    /// The app's streamed body stopped before its end (the app went away, or the request's
+    /// deadline passed and was answered already): an answer nobody normally receives.
+    case bodyIncomplete
+    /// The upstream access token cannot be sent in a header field (a provider fault).
+    case unusableToken
+}
