@@ -4,13 +4,13 @@ import TGApp
 import TGAuth
 import TGPostgres
 
-/// Builds the auth service a maintenance command works with (no HTTP server).
-private func withAuthService<T>(_ options: ConfigOption, _ body: (AuthService) async throws -> T) async throws -> T {
+/// Builds the auth flow's pieces a maintenance command works with (no HTTP server).
+private func withAuthServices<T>(_ options: ConfigOption, _ body: (AuthServices) async throws -> T) async throws -> T {
     let configuration = try options.load()
     let logger = TokenGateApp.makeLogger(configuration)
     let database = TokenGateApp.makeDatabase(configuration)
     defer { database.shutdown() }
-    let auth = try TokenGateApp.makeAuthService(
+    let auth = try TokenGateApp.makeAuthServices(
         configuration,
         database: database,
         providers: try TokenGateApp.makeProviders(configuration),
@@ -38,8 +38,8 @@ struct Sweep: AsyncParsableCommand {
     @OptionGroup var options: ConfigOption
 
     func run() async throws {
-        try await withAuthService(options) { auth in
-            guard let report = try await auth.sweep() else {
+        try await withAuthServices(options) { auth in
+            guard let report = try await auth.sweeper.sweep() else {
                 print("another sweeper holds the lock; nothing done")
                 return
             }
@@ -67,9 +67,10 @@ struct Keys: AsyncParsableCommand {
         @OptionGroup var options: ConfigOption
 
         func run() async throws {
-            try await withAuthService(options) { auth in
-                let report = try await auth.rotateKeys()
-                print("re-encrypted under \(auth.vault.currentKeyID): \(report.description)")
+            try await withAuthServices(options) { auth in
+                let rotation = auth.keyRotation
+                let report = try await rotation.rotateKeys()
+                print("re-encrypted under \(rotation.currentKeyID): \(report.description)")
                 if report.remaining > 0 { throw ExitCode(3) }
             }
         }

@@ -1,10 +1,11 @@
 import Foundation
 import HTTPTypes
+import Logging
 import TGAuth
 import TGBase
 import TGHTTPServer
 
-/// The app-facing auth endpoints (`/auth/*`) over ``AuthService``.
+/// The app-facing auth endpoints (`/auth/*`), each over the `TGAuth` piece of its flow.
 enum AuthRoutes {
     struct Limits: Sendable {
         var login: RateLimiter
@@ -13,12 +14,22 @@ enum AuthRoutes {
         var transfer: RateLimiter
     }
 
-    static func add(to router: inout Router, service: AuthService, limits: Limits) {
+    static func add(
+        to router: inout Router,
+        sessions: Sessions,
+        logins: LoginFlow,
+        grants: TokenGrants,
+        transfers: TransferCodes,
+        logouts: Logouts,
+        dpop: DPoPBinding,
+        limits: Limits,
+        logger: Logger
+    ) {
         // The session a bearer token names, for the routes that need one.
         let session = RoutePolicy(session: { request in
             let token = try presentedToken(request)
-            let context = try await service.authenticate(accessToken: String(token.value))
-            try await DPoPGate.check(request, session: context, token: token, auth: service)
+            let context = try await sessions.authenticate(accessToken: String(token.value))
+            try await DPoPGate.check(request, session: context, token: token, dpop: dpop)
             return context
         })
         router.add(
@@ -26,14 +37,14 @@ enum AuthRoutes {
             "/auth/login",
             policy: RoutePolicy(rateLimit: limits.login),
             .async { request, _ in
-                let url = try await service.beginLogin(try LoginRequest(parameters: request.queryItems))
+                let url = try await logins.beginLogin(try LoginRequest(parameters: request.queryItems))
                 if wantsJSON(request) { return json(.ok, ["authorization_url": url]) }
                 return redirect(to: url)
             }
         )
         let callback: Router.Handler = .async { request, _ in
             let parameters = request.method == .post ? try formParameters(request) : request.queryItems
-            return redirect(to: try await service.completeLogin(CallbackParameters(parameters: parameters)))
+            return redirect(to: try await logins.completeLogin(CallbackParameters(parameters: parameters)))
         }
         router.add(.get, "/auth/callback", policy: RoutePolicy(rateLimit: limits.callback), callback)
         router.add(.post, "/auth/callback", policy: RoutePolicy(rateLimit: limits.callback), callback)
@@ -43,7 +54,7 @@ enum AuthRoutes {
             .post,
             "/auth/token",
             policy: RoutePolicy(rateLimit: limits.token, refusal: .oauth),
-            .async { request, _ in try await TokenEndpoint.handle(request, service: service) }
+            .async { request, _ in try await TokenEndpoint.handle(request, grants: grants, transfers: transfers, dpop: dpop, logger: logger) }
         )
         router.add(
             .post,
@@ -52,8 +63,8 @@ enum AuthRoutes {
                 let presented = try presentedToken(request)
                 let token = String(presented.value)
                 // A DPoP-bound session logs out only with a proof of its key (expired or not).
-                if let context = try await service.session(ofAccessToken: token) {
-                    try await DPoPGate.check(request, session: context, token: presented, auth: service)
+                if let context = try await sessions.session(ofAccessToken: token) {
+                    try await DPoPGate.check(request, session: context, token: presented, dpop: dpop)
                 }
                 var parameters = request.queryItems
                 if !request.body.isEmpty { parameters += try formParameters(request) }
@@ -65,7 +76,7 @@ enum AuthRoutes {
                 let returnTo = parameters.first(where: { $0.name == "post_logout_redirect_uri" }).map { uri in
                     LogoutReturn(uri: uri.value, state: parameters.first(where: { $0.name == "state" })?.value)
                 }
-                let result = try await service.logout(accessToken: token, scope: scope, everywhere: everywhere, returnTo: returnTo)
+                let result = try await logouts.logout(accessToken: token, scope: scope, everywhere: everywhere, returnTo: returnTo)
                 var body: [String: Any] = [
                     "sessions_ended": result.sessionsEnded, "accounts_removed": result.accountsRemoved,
                     "revoked": result.revoked, "upstream_revocations": result.revocations.map(\.rawValue),
@@ -78,10 +89,10 @@ enum AuthRoutes {
         // <public_base_url>/auth/logout/return at the provider); it goes on to the app.
         router.add(
             .get,
-            AuthService.logoutReturnPath,
+            Logouts.logoutReturnPath,
             .async { request, _ in
                 let state = request.queryItems.first(where: { $0.name == "state" })?.value
-                guard let destination = try service.logoutReturn(state: state) else {
+                guard let destination = try logouts.logoutReturn(state: state) else {
                     return ServerResponse(
                         status: .ok,
                         contentType: "text/plain; charset=utf-8",
@@ -112,7 +123,7 @@ enum AuthRoutes {
                     )
                 }
                 let method = try value("code_challenge_method")
-                let code = try await service.issueTransferCode(context, codeChallenge: challenge, method: method)
+                let code = try await transfers.issueTransferCode(context, codeChallenge: challenge, method: method)
                 let body = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(code))
                 return json(.ok, body as? [String: Any] ?? [:])
             }
@@ -122,7 +133,7 @@ enum AuthRoutes {
             "/auth/transfer",
             policy: session,
             .async { _, info in
-                json(.ok, ["revoked": try await service.revokeTransferCodes(try info.requireSession())])
+                json(.ok, ["revoked": try await transfers.revokeTransferCodes(try info.requireSession())])
             }
         )
         router.add(
@@ -144,7 +155,7 @@ enum AuthRoutes {
             policy: session,
             .async { _, info in
                 let context = try info.requireSession()
-                let accounts = try await service.deviceAccounts(context).map { entry in
+                let accounts = try await sessions.deviceAccounts(context).map { entry in
                     var object = try accountObject(entry.account)
                     object["current"] = entry.isCurrent
                     return object
@@ -158,7 +169,7 @@ enum AuthRoutes {
             policy: session,
             .async { _, info in
                 let context = try info.requireSession()
-                try await service.removeAccount(try accountID(info.parameters["id"] ?? ""), context: context)
+                try await logouts.removeAccount(try accountID(info.parameters["id"] ?? ""), context: context)
                 return ServerResponse(status: .noContent, headerFields: [.cacheControl: "no-store"])
             }
         )

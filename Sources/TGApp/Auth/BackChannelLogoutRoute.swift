@@ -22,7 +22,7 @@ enum BackChannelLogoutRoute {
     static let maxBodySize = 16 * 1024
     static let serverBodyLimit = 64 * 1024
 
-    static func add(to router: inout Router, service: AuthService, rateLimit: RateLimiter, requestTimeout: Duration) {
+    static func add(to router: inout Router, logouts: Logouts, rateLimit: RateLimiter, requestTimeout: Duration, logger: Logger) {
         let policy = RoutePolicy(
             rateLimit: rateLimit,
             refusal: .oauth,
@@ -34,7 +34,7 @@ enum BackChannelLogoutRoute {
             policy: policy,
             .async { request, info in
                 let provider = info.parameters["provider"] ?? ""
-                guard service.acceptsBackChannelLogout(provider: provider) else {
+                guard logouts.acceptsBackChannelLogout(provider: provider) else {
                     return Problem(
                         status: .notFound,
                         code: "not_found",
@@ -42,11 +42,11 @@ enum BackChannelLogoutRoute {
                     ).response()
                 }
                 do {
-                    _ = try await service.backChannelLogout(provider: provider, logoutToken: try logoutToken(request))
+                    _ = try await logouts.backChannelLogout(provider: provider, logoutToken: try logoutToken(request))
                     return ServerResponse(status: .ok, headerFields: [.cacheControl: "no-store"])
                 } catch let error as PostgresError where error.isUnavailable || error.isCancelled {
                     // In this endpoint's error form, not problem+json: a provider reads RFC 6749 §5.2.
-                    service.logger.warning("database unavailable", metadata: ["route": .string(pattern)])
+                    logger.warning("database unavailable", metadata: ["route": .string(pattern)])
                     return OAuthError(
                         .temporarilyUnavailable,
                         "TokenGate's database is unavailable; send the logout token again shortly.",

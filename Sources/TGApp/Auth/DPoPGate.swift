@@ -17,31 +17,31 @@ enum DPoPGate {
     /// bound session needs the `DPoP` scheme and one proof of its key for this method and URL,
     /// with the token's hash (`ath`), used nowhere before (the shared record: a statement); an
     /// unbound one needs the `Bearer` scheme.
-    static func check(_ request: ServerRequest, session: SessionContext, token: PresentedToken, auth: AuthService) async throws {
+    static func check(_ request: ServerRequest, session: SessionContext, token: PresentedToken, dpop: DPoPBinding) async throws {
         do {
             guard let bound = try boundKey(session: session, token: token) else { return }
             guard let proof = try onlyProof(request) else { throw DPoPError(.invalidProof, "Send a DPoP proof in the DPoP header.") }
             // Never on an event loop (a signature check and a statement): debug builds, which run
             // the tests, stop here if a loop-served call ever gets this far on its loop.
             assert(request.loop?.inEventLoop != true, "a DPoP proof checked on an event loop")
-            let target = DPoPTarget(method: request.method.rawValue, uri: auth.issuer + request.path, accessToken: token.value)
             // The key is compared before the signature is checked, and the proof is recorded
             // only once it is found good: a made-up proof costs no signature check and no record.
-            try await auth.recordProof(try auth.dpop.verify(proof, for: target, boundTo: bound))
+            let verified = try dpop.verify(proof, method: request.method.rawValue, path: request.path, accessToken: token.value, boundTo: bound)
+            try await dpop.recordProof(verified)
         } catch var refusal as DPoPError {
-            refusal.algorithms = auth.dpop.algorithmNames
+            refusal.algorithms = dpop.algorithmNames
             throw refusal
         }
     }
 
     /// Whether `session` is bound, so that a proof must be checked (off the event loop: a
     /// signature check and a statement); throws when the scheme does not match the binding.
-    static func needsProof(session: SessionContext, token: PresentedToken, auth: AuthService) throws(DPoPError) -> Bool {
+    static func needsProof(session: SessionContext, token: PresentedToken, dpop: DPoPBinding) throws(DPoPError) -> Bool {
         do {
             return try boundKey(session: session, token: token) != nil
         } catch {
             var refusal = error
-            refusal.algorithms = auth.dpop.algorithmNames
+            refusal.algorithms = dpop.algorithmNames
             throw refusal
         }
     }
@@ -62,10 +62,10 @@ enum DPoPGate {
 
     /// A token request's verified proof, when it sends one (for `POST` to the token endpoint's
     /// public URL); not yet recorded: the grant records it once the grant is found good.
-    static func proof(_ request: ServerRequest, auth: AuthService) throws(OAuthError) -> DPoPProof? {
+    static func proof(_ request: ServerRequest, dpop: DPoPBinding) throws(OAuthError) -> DPoPProof? {
         do {
             guard let proof = try onlyProof(request) else { return nil }
-            return try auth.dpop.verify(proof, for: DPoPTarget(method: request.method.rawValue, uri: auth.issuer + request.path))
+            return try dpop.verify(proof, method: request.method.rawValue, path: request.path)
         } catch {
             throw OAuthError(error)
         }

@@ -8,7 +8,13 @@ import TGPostgres
 
 /// `POST /auth/token` (RFC 6749 §3.2): form-encoded in, RFC 6749 §5.1/§5.2 JSON out, never cached.
 enum TokenEndpoint {
-    static func handle(_ request: ServerRequest, service: AuthService) async throws -> ServerResponse {
+    static func handle(
+        _ request: ServerRequest,
+        grants: TokenGrants,
+        transfers: TransferCodes,
+        dpop: DPoPBinding,
+        logger: Logger
+    ) async throws -> ServerResponse {
         do {
             let parameters = try parameters(request)
             func required(_ name: String) throws(OAuthError) -> String {
@@ -19,15 +25,15 @@ enum TokenEndpoint {
             // app without DPoP has its header ignored, as by a server without DPoP, except on a
             // refresh (a session bound before the app's DPoP was turned off keeps its binding);
             // a token exchange checks it whoever asks (a bound subject token needs it).
-            let usesDPoP = parameters["client_id"].flatMap { service.clients[$0]?.dpop }.map { $0 != .off } ?? false
+            let usesDPoP = parameters["client_id"].map { dpop.mode(ofClient: $0) != .off } ?? false
             let grant = parameters["grant_type"]
             let proof =
                 usesDPoP || grant == "refresh_token" || grant == TokenExchangeRequest.grantType
-                ? try DPoPGate.proof(request, auth: service) : nil
+                ? try DPoPGate.proof(request, dpop: dpop) : nil
             let tokens: any Encodable
             switch grant {
             case "authorization_code":
-                tokens = try await service.redeemHandoff(
+                tokens = try await grants.redeemHandoff(
                     HandoffRedemption(
                         code: try required("code"),
                         codeVerifier: try required("code_verifier"),
@@ -38,13 +44,13 @@ enum TokenEndpoint {
                     )
                 )
             case "refresh_token":
-                tokens = try await service.refresh(
+                tokens = try await grants.refresh(
                     refreshToken: try required("refresh_token"),
                     clientID: try required("client_id"),
                     dpop: proof
                 )
             case TokenExchangeRequest.grantType:
-                tokens = try await service.exchange(
+                tokens = try await grants.exchange(
                     TokenExchangeRequest(
                         subjectToken: try required("subject_token"),
                         subjectTokenType: try required("subject_token_type"),
@@ -56,7 +62,7 @@ enum TokenEndpoint {
                     )
                 )
             case TransferRedemption.grantType:
-                tokens = try await service.redeemTransferCode(
+                tokens = try await transfers.redeemTransferCode(
                     TransferRedemption(
                         transferCode: try required("transfer_code"),
                         codeVerifier: try required("code_verifier"),
@@ -76,11 +82,11 @@ enum TokenEndpoint {
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             var fields: HTTPFields = [.contentType: "application/json", .cacheControl: "no-store", .pragma: "no-cache"]
             // With nonces on, every answer carries the current one for the next proof (RFC 9449 §8.2).
-            if let nonce = service.dpop.currentNonce() { fields[.dpopNonce] = nonce }
+            if let nonce = dpop.currentNonce() { fields[.dpopNonce] = nonce }
             return ServerResponse(status: .ok, headerFields: fields, body: .bytes(Array(try encoder.encode(tokens))))
         } catch let error as PostgresError where error.isUnavailable || error.isCancelled {
             // Logged like every other route's database outage (Application.answer).
-            service.logger.warning("database unavailable", metadata: ["route": "/auth/token"])
+            logger.warning("database unavailable", metadata: ["route": "/auth/token"])
             return OAuthError(.temporarilyUnavailable, "TokenGate's database is unavailable; try again shortly.", retryAfter: 5)
                 .response()
         }
