@@ -68,7 +68,7 @@ public struct Gateway: Sendable {
         clock: WallClock = .system,
         handlesSignals: Bool
     ) async throws -> Gateway {
-        let status = try await Migrator(migrations: SchemaMigrations.all).status(database)
+        let status = try await SchemaMigrations.status(database)
         guard !status.databaseIsNewer, status.pending.isEmpty else {
             throw SchemaMismatch(current: status.current, pending: status.pending.count, databaseIsNewer: status.databaseIsNewer)
         }

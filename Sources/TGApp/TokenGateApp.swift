@@ -132,8 +132,7 @@ public enum TokenGateApp {
         auth: AuthServices? = nil,
         upstreamClients: [String: HTTPClient] = [:],
         metrics: TokenGateMetrics? = nil,
-        loops: EventLoopGroup? = nil,
-        logger: Logger
+        loops: EventLoopGroup? = nil
     ) -> Router {
         var router = Router()
         // `/metrics` and the readiness detail are the admin listener's (makeAdminRouter).
@@ -169,15 +168,13 @@ public enum TokenGateApp {
                 transfers: auth.transfers,
                 logouts: auth.logouts,
                 dpop: auth.dpop,
-                limits: limits,
-                logger: logger
+                limits: limits
             )
             BackChannelLogoutRoute.add(
                 to: &router,
                 logouts: auth.logouts,
                 rateLimit: limiter("backchannel_logout", server.backChannelLogoutRateLimitPerMinute),
-                requestTimeout: .seconds(configuration.server.requestTimeoutSeconds),
-                logger: logger
+                requestTimeout: .seconds(configuration.server.requestTimeoutSeconds)
             )
             let upstreams = configuration.upstreams.compactMap { settings in
                 ProxyRoutes.Upstream(
@@ -242,8 +239,7 @@ public enum TokenGateApp {
             auth: auth,
             upstreamClients: upstreamClients,
             metrics: metrics,
-            loops: loops,
-            logger: logger
+            loops: loops
         )
         // The body limits and deadlines routes declared (an API's), read as each request's head arrives.
         settings.limits = { method, path in router.requestLimits(method, path: path) }

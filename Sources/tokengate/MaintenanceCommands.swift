@@ -3,6 +3,7 @@ import Foundation
 import TGApp
 import TGAuth
 import TGPostgres
+import TGStore
 
 /// Builds the auth flow's pieces a maintenance command works with (no HTTP server).
 private func withAuthServices<T>(_ options: ConfigOption, _ body: (AuthServices) async throws -> T) async throws -> T {
@@ -18,14 +19,14 @@ private func withAuthServices<T>(_ options: ConfigOption, _ body: (AuthServices)
     )
     do {
         return try await body(auth)
-    } catch let error as PostgresError {
+    } catch let error as StoreError {
         throw failure(error, command: "tokengate")
     }
 }
 
 /// Says what the database answered (never a query or a value) and gives exit code 1.
-func failure(_ error: PostgresError, command: String) -> ExitCode {
-    FileHandle.standardError.write(Data("\(command): \(error.description) (\(error.sqlState?.rawValue ?? "no SQLSTATE"))\n".utf8))
+func failure(_ error: StoreError, command: String) -> ExitCode {
+    FileHandle.standardError.write(Data("\(command): \(error.description)\n".utf8))
     return ExitCode(1)
 }
 

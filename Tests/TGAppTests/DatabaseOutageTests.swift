@@ -22,10 +22,7 @@ import Testing
         let logs = CapturingLogSink()
         let auth = try TokenGateApp.makeAuthServices(configuration, database: database, providers: [], logger: capturingLogger(logs))
         let client = TestClient(
-            Application(
-                router: TokenGateApp.makeRouter(configuration, database: database, auth: auth, logger: capturingLogger(logs)),
-                logger: capturingLogger(logs)
-            )
+            Application(router: TokenGateApp.makeRouter(configuration, database: database, auth: auth), logger: capturingLogger(logs))
         )
         let token = await client.post(
             "/auth/token",

@@ -45,13 +45,7 @@ import Yams
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
         let auth = try TokenGateApp.makeAuthServices(configuration, database: database, providers: [], logger: Logger(label: "test"))
-        let router = TokenGateApp.makeRouter(
-            configuration,
-            database: database,
-            auth: auth,
-            metrics: TokenGateMetrics(),
-            logger: Logger(label: "test")
-        )
+        let router = TokenGateApp.makeRouter(configuration, database: database, auth: auth, metrics: TokenGateMetrics())
         let served = Self.served(router)
         let described = try Self.operations(try Self.document("openapi.yaml"))
         #expect(served.subtracting(described).sorted() == [], "routes missing from openapi.yaml")

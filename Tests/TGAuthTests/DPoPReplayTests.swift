@@ -102,6 +102,6 @@ import Testing
         // A proof memory could not remember (the key's share is full) is not vouched for: the
         // database's unavailability answers (503 at the edge).
         let another = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: clock.now)
-        await #expect(throws: PostgresError.self) { try await auth.dpop.recordProof(try verified(another)) }
+        await #expect(throws: StoreError.self) { try await auth.dpop.recordProof(try verified(another)) }
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import Logging
 import TGAuth
 import TGBase
 import TGHTTPServer
@@ -22,8 +21,7 @@ enum AuthRoutes {
         transfers: TransferCodes,
         logouts: Logouts,
         dpop: DPoPBinding,
-        limits: Limits,
-        logger: Logger
+        limits: Limits
     ) {
         // The session a bearer token names, for the routes that need one.
         let session = RoutePolicy(session: { request in
@@ -54,7 +52,7 @@ enum AuthRoutes {
             .post,
             "/auth/token",
             policy: RoutePolicy(rateLimit: limits.token, refusal: .oauth),
-            .async { request, _ in try await TokenEndpoint.handle(request, grants: grants, transfers: transfers, dpop: dpop, logger: logger) }
+            .async { request, _ in try await TokenEndpoint.handle(request, grants: grants, transfers: transfers, dpop: dpop) }
         )
         router.add(
             .post,
