@@ -134,14 +134,14 @@ extension LoginFlow {
 
     /// The claims an app may show (name, email, picture); never the whole token.
     static func displayClaims(_ claims: [String: JSONValue]) -> String {
-        var object: [String: Any] = [:]
+        var object: [String: JSONValue] = [:]
         for name in ["name", "given_name", "family_name", "email", "email_verified", "preferred_username", "picture"] {
             switch claims[name] {
-            case .string(let text)?: object[name] = text
-            case .bool(let flag)?: object[name] = flag
+            case .string(let text)?: object[name] = .string(text)
+            case .bool(let flag)?: object[name] = .bool(flag)
             default: continue
             }
         }
-        return SortedJSON.string(object) ?? "{}"
+        return SortedJSON.data(.object(object)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 }

@@ -36,7 +36,7 @@ enum AuthRoutes {
             policy: RoutePolicy(rateLimit: limits.login),
             .async { request, _ in
                 let url = try await logins.beginLogin(try LoginRequest(parameters: request.queryItems))
-                if wantsJSON(request) { return json(.ok, ["authorization_url": url]) }
+                if wantsJSON(request) { return JSON.response(.ok, ["authorization_url": url]) }
                 return redirect(to: url)
             }
         )
@@ -75,12 +75,7 @@ enum AuthRoutes {
                     LogoutReturn(uri: uri.value, state: parameters.first(where: { $0.name == "state" })?.value)
                 }
                 let result = try await logouts.logout(accessToken: token, scope: scope, everywhere: everywhere, returnTo: returnTo)
-                var body: [String: Any] = [
-                    "sessions_ended": result.sessionsEnded, "accounts_removed": result.accountsRemoved,
-                    "revoked": result.revoked, "upstream_revocations": result.revocations.map(\.rawValue),
-                ]
-                if let url = result.endSessionURL { body["end_session_url"] = url }
-                return json(.ok, body)
+                return JSON.response(.ok, LoggedOut(result))
             }
         )
         // The provider's logout page sends the browser here (register
@@ -122,8 +117,7 @@ enum AuthRoutes {
                 }
                 let method = try value("code_challenge_method")
                 let code = try await transfers.issueTransferCode(context, codeChallenge: challenge, method: method)
-                let body = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(code))
-                return json(.ok, body as? [String: Any] ?? [:])
+                return JSON.response(.ok, code)
             }
         )
         router.add(
@@ -131,7 +125,7 @@ enum AuthRoutes {
             "/auth/transfer",
             policy: session,
             .async { _, info in
-                json(.ok, ["revoked": try await transfers.revokeTransferCodes(try info.requireSession())])
+                JSON.response(.ok, ["revoked": try await transfers.revokeTransferCodes(try info.requireSession())])
             }
         )
         router.add(
@@ -139,12 +133,7 @@ enum AuthRoutes {
             "/auth/me",
             policy: session,
             .async { _, info in
-                let context = try info.requireSession()
-                var body = try accountObject(context.account)
-                body["session_expires_at"] = ISO8601DateFormatter().string(from: context.expiresAt)
-                // RFC 9449 §6: the key the token is bound to.
-                if let jkt = context.dpopJKT { body["cnf"] = ["jkt": jkt] }
-                return json(.ok, body)
+                JSON.response(.ok, Me(try info.requireSession()))
             }
         )
         router.add(
@@ -153,12 +142,8 @@ enum AuthRoutes {
             policy: session,
             .async { _, info in
                 let context = try info.requireSession()
-                let accounts = try await sessions.deviceAccounts(context).map { entry in
-                    var object = try accountObject(entry.account)
-                    object["current"] = entry.isCurrent
-                    return object
-                }
-                return json(.ok, ["accounts": accounts])
+                let accounts = try await sessions.deviceAccounts(context).map(ListedAccount.init)
+                return JSON.response(.ok, ["accounts": accounts])
             }
         )
         router.add(
@@ -257,14 +242,5 @@ enum AuthRoutes {
 
     static func redirect(to url: String) -> ServerResponse {
         ServerResponse(status: .found, headerFields: [.location: url, .cacheControl: "no-store", .referrerPolicy: "no-referrer"])
-    }
-
-    static func json(_ status: HTTPResponse.Status, _ object: [String: Any]) -> ServerResponse {
-        ServerResponse(status: status, contentType: "application/json", body: JSON.encode(object), headerFields: [.cacheControl: "no-store"])
-    }
-
-    static func accountObject(_ account: AccountSummary) throws -> [String: Any] {
-        let data = try JSONEncoder().encode(account)
-        return (try JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
     }
 }

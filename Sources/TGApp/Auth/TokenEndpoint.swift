@@ -74,12 +74,10 @@ enum TokenEndpoint {
                 "grant_type must be authorization_code, refresh_token, \(TokenExchangeRequest.grantType) or \(TransferRedemption.grantType)."
             )
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         var fields: HTTPFields = [.contentType: "application/json", .cacheControl: "no-store", .pragma: "no-cache"]
         // With nonces on, every answer carries the current one for the next proof (RFC 9449 §8.2).
         if let nonce = dpop.currentNonce() { fields[.dpopNonce] = nonce }
-        return ServerResponse(status: .ok, headerFields: fields, body: .bytes(Array(try encoder.encode(tokens))))
+        return JSON.response(.ok, tokens, headerFields: fields)
     }
 
     /// The form's parameters; each at most once (RFC 6749 §3.2).
