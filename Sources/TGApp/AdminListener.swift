@@ -30,11 +30,11 @@ extension TokenGateApp {
     public static func makeAdminRouter(
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
-        auth: AuthService? = nil,
+        auth: AuthServices? = nil,
         metrics: TokenGateMetrics? = nil
     ) -> Router {
         var router = Router()
-        metrics?.addRoute(to: &router, database: database, auth: auth)
+        metrics?.addRoute(to: &router, database: database, cache: auth?.cache)
         let readiness = readiness(database: database, providers: providers, metrics: metrics)
         HealthRoutes.add(to: &router, version: tokenGateVersion, readiness: readiness, detail: true)
         return router
@@ -48,7 +48,7 @@ extension TokenGateApp {
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
         providers: [OpenIDProvider],
-        auth: AuthService?,
+        auth: AuthServices?,
         metrics: TokenGateMetrics?,
         logger: Logger
     ) -> (server: HTTPServer, application: Application) {

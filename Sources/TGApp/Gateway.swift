@@ -68,7 +68,7 @@ public struct Gateway: Sendable {
         clock: WallClock = .system,
         handlesSignals: Bool
     ) async throws -> Gateway {
-        let status = try await Migrator(migrations: SchemaMigrations.all).status(database)
+        let status = try await SchemaMigrations.status(database)
         guard !status.databaseIsNewer, status.pending.isEmpty else {
             throw SchemaMismatch(current: status.current, pending: status.pending.count, databaseIsNewer: status.databaseIsNewer)
         }
@@ -93,8 +93,8 @@ public struct Gateway: Sendable {
         )
         // Stopped in reverse: the public server drains, then the admin listener stops.
         var services: [any Service] = [
-            InvalidationFollower(auth: assembly.auth, databaseURL: configuration.database.url?.value ?? ""),
-            Sweeper(auth: assembly.auth, interval: .seconds(configuration.sweeper.intervalSeconds), logger: logger),
+            InvalidationFollower(upstream: assembly.auth.upstream, databaseURL: configuration.database.url?.value ?? ""),
+            SweeperService(sweeper: assembly.auth.sweeper, interval: .seconds(configuration.sweeper.intervalSeconds), logger: logger),
             DependencyMonitor(readiness: assembly.readiness),
             AdminListenerService(admin: assembly.admin),
             ServerService(assembly: assembly, logger: logger),
@@ -173,18 +173,18 @@ struct DependencyMonitor: Service {
 
 /// The sweeper: every instance tries on each interval, one at a time does the work (an advisory
 /// lock); each run also retries the revocation queue.
-struct Sweeper: Service {
-    let auth: AuthService
+struct SweeperService: Service {
+    let sweeper: Sweeper
     let interval: Duration
     let logger: Logger
 
     func run() async throws {
-        let (auth, interval, logger) = (auth, interval, logger)
+        let (sweeper, interval, logger) = (sweeper, interval, logger)
         try? await cancelWhenGracefulShutdown {
             while true {
                 try await Task.sleep(for: interval)
                 do {
-                    _ = try await auth.sweep()
+                    _ = try await sweeper.sweep()
                 } catch is CancellationError {
                     throw CancellationError()
                 } catch {
@@ -197,12 +197,12 @@ struct Sweeper: Service {
 
 /// What this instance caches follows every instance's changes (LISTEN/NOTIFY).
 struct InvalidationFollower: Service {
-    let auth: AuthService
+    let upstream: UpstreamTokens
     let databaseURL: String
 
     func run() async throws {
-        let (auth, databaseURL) = (auth, databaseURL)
-        await cancelWhenGracefulShutdown { await auth.followInvalidations(databaseURL: databaseURL) }
+        let (upstream, databaseURL) = (upstream, databaseURL)
+        await cancelWhenGracefulShutdown { await upstream.followInvalidations(databaseURL: databaseURL) }
     }
 }
 

@@ -48,7 +48,7 @@ public enum HealthRoutes {
     public static func add(to router: inout Router, version: String, readiness: Readiness, detail: Bool) {
         // Its fields as bytes, made once: sent without walking `HTTPFields` (copying each field)
         // on every probe.
-        var alive = ServerResponse(status: .ok, body: .bytes(Array(JSON.encode(["status": "ok", "version": version]).utf8)))
+        var alive = ServerResponse(status: .ok, body: .bytes(JSON.encode(["status": "ok", "version": version])))
         alive.rawHeaderFields.append(name: "Cache-Control", value: "no-store")
         alive.rawHeaderFields.append(name: "Content-Type", value: "application/json")
         router.add(.get, "/healthz", .sync { [alive] _, _ in alive })
@@ -59,16 +59,8 @@ public enum HealthRoutes {
                 let results = await readiness.run()
                 let ready = results.values.allSatisfy { $0 }
                 let status = ready ? "ready" : "not_ready"
-                let body =
-                    detail
-                    ? JSON.encode(["status": status, "checks": results.mapValues { $0 ? "ok" : "failing" }])
-                    : JSON.encode(["status": status])
-                return ServerResponse(
-                    status: ready ? .ok : .serviceUnavailable,
-                    contentType: "application/json",
-                    body: body,
-                    headerFields: [.cacheControl: "no-store"]
-                )
+                let checks = detail ? results.mapValues { $0 ? "ok" : "failing" } : nil
+                return JSON.response(ready ? .ok : .serviceUnavailable, ReadinessAnswer(status: status, checks: checks))
             }
         )
     }
@@ -77,4 +69,10 @@ public enum HealthRoutes {
     public static func add(to router: inout Router, version: String, checks: [Check], detail: Bool) {
         add(to: &router, version: version, readiness: Readiness(checks: checks), detail: detail)
     }
+}
+
+/// `/readyz`'s answer: ready or not, and with the detail each check's result.
+private struct ReadinessAnswer: Encodable {
+    var status: String
+    var checks: [String: String]?
 }

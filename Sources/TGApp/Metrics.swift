@@ -68,8 +68,8 @@ public final class TokenGateMetrics: Sendable {
     }
 
     /// Adds `GET /metrics` (to the admin listener's router, ``TokenGateApp/makeAdminRouter``);
-    /// `database` and `auth` give the gauges read at each scrape.
-    func addRoute(to router: inout Router, database: PostgresClient, auth: AuthService?) {
+    /// `database` and `cache` give the gauges read at each scrape.
+    func addRoute(to router: inout Router, database: PostgresClient, cache: CredentialCache?) {
         router.add(
             .get,
             "/metrics",
@@ -81,8 +81,8 @@ public final class TokenGateMetrics: Sendable {
                 for (state, count) in pool {
                     CoreMetrics.Gauge(label: "tokengate_db_pool_connections", dimensions: [("state", state)], factory: factory).record(count)
                 }
-                if let auth {
-                    let counts = auth.cache.counts
+                if let cache {
+                    let counts = cache.counts
                     CoreMetrics.Gauge(label: "tokengate_cache_entries", dimensions: [("kind", "sessions")], factory: factory).record(counts.sessions)
                     CoreMetrics.Gauge(label: "tokengate_cache_entries", dimensions: [("kind", "upstream_tokens")], factory: factory)
                         .record(counts.tokens)

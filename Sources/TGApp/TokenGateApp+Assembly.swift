@@ -9,7 +9,7 @@ extension TokenGateApp {
     /// What one `serve` instance runs, wired together: the auth flow, one HTTP client per API,
     /// the public server and the admin listener (not started), sharing one metrics registry.
     public struct Assembly: Sendable {
-        public let auth: AuthService
+        public let auth: AuthServices
         public let server: HTTPServer
         /// What ``server`` serves; tests also answer requests with it in-process
         /// (``Application/respond(to:)``).
@@ -30,7 +30,7 @@ extension TokenGateApp {
         clock: WallClock = .system
     ) throws -> Assembly {
         let metrics = TokenGateMetrics()
-        let auth = try makeAuthService(configuration, database: database, providers: providers, logger: logger, clock: clock, metrics: metrics.auth)
+        let auth = try makeAuthServices(configuration, database: database, providers: providers, logger: logger, clock: clock, metrics: metrics.auth)
         let (server, application) = makeServer(
             configuration,
             database: database,

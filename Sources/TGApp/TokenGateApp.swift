@@ -46,26 +46,16 @@ public enum TokenGateApp {
         return settings
     }
 
-    /// The auth flow over `database` and `providers`, with the configured keys, apps and lifetimes.
-    /// Without configured keys (possible only when no app is registered) a random key is used.
-    public static func makeAuthService(
+    /// The auth flow's pieces over `database` and `providers`, with the configured keys, apps and
+    /// lifetimes (``makeVault(_:)``).
+    public static func makeAuthServices(
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
         providers: [OpenIDProvider],
         logger: Logger,
         clock: WallClock = .system,
         metrics: AuthMetrics = AuthMetrics()
-    ) throws -> AuthService {
-        let encryption = configuration.encryption
-        var keys: [String: SymmetricKey] = [:]
-        for key in encryption.keys {
-            guard let bytes = ConfigurationValidator.decodeKey(key.secret.value) else { throw CryptoError.invalidKey }
-            keys[key.id] = try SymmetricKey(bytes: bytes)
-        }
-        let ring =
-            keys.isEmpty
-            ? try KeyRing(currentKeyID: "ephemeral", keys: ["ephemeral": .generate()])
-            : try KeyRing(currentKeyID: encryption.currentKeyID ?? "", keys: keys)
+    ) throws -> AuthServices {
         let sessions = configuration.sessions
         var settings = AuthSettings()
         settings.accessTokenTTL = TimeInterval(sessions.accessTokenTTLSeconds)
@@ -86,9 +76,9 @@ public enum TokenGateApp {
         settings.dpop.requireNonce = configuration.dpop.requireNonce
         settings.dpop.nonceLifetime = TimeInterval(configuration.dpop.nonceLifetimeSeconds)
         settings.dpop.replayCapacity = configuration.dpop.replayCacheEntries
-        return AuthService(
+        return AuthServices(
             store: Store(database: database),
-            vault: TokenVault(keyRing: ring),
+            vault: try makeVault(configuration),
             providers: providers,
             clients: configuration.clients.map {
                 AppClient(
@@ -110,6 +100,25 @@ public enum TokenGateApp {
         )
     }
 
+    /// The configured encryption keys, the current one sealing. Without configured keys
+    /// (possible only when no app is registered) a random key is used.
+    public static func makeVault(_ configuration: TokenGateConfiguration) throws -> TokenVault {
+        let encryption = configuration.encryption
+        var keys: [String: SymmetricKey] = [:]
+        for key in encryption.keys {
+            guard let bytes = ConfigurationValidator.decodeKey(key.secret.value) else { throw CryptoError.invalidKey }
+            keys[key.id] = try SymmetricKey(bytes: bytes)
+        }
+        let ring =
+            keys.isEmpty
+            ? try KeyRing(currentKeyID: "ephemeral", keys: ["ephemeral": .generate()])
+            : try KeyRing(currentKeyID: encryption.currentKeyID ?? "", keys: keys)
+        return TokenVault(keyRing: ring)
+    }
+
+    /// TokenGate's issuer identifier (``publicBaseURL(_:)``).
+    public static func issuer(_ configuration: TokenGateConfiguration) -> String { publicBaseURL(configuration) }
+
     /// The public base URL without a trailing slash: TokenGate's issuer identifier.
     static func publicBaseURL(_ configuration: TokenGateConfiguration) -> String {
         configuration.server.publicBaseURL.trimmingSuffix("/")
@@ -120,7 +129,7 @@ public enum TokenGateApp {
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
-        auth: AuthService? = nil,
+        auth: AuthServices? = nil,
         metrics: TokenGateMetrics? = nil,
         loops: EventLoopGroup? = nil
     ) -> Router {
@@ -133,7 +142,7 @@ public enum TokenGateApp {
         if let auth {
             // Shared by every instance through PostgreSQL unless configured per instance (docs/scaling.md).
             let server = configuration.server
-            let shared = server.rateLimitStore == .database ? auth.store.rateLimits : nil
+            let shared = server.rateLimitStore == .database ? Store(database: database).rateLimits : nil
             func limiter(_ scope: String, _ perMinute: Int) -> RateLimiter {
                 RateLimiter(
                     scope: scope,
@@ -150,10 +159,19 @@ public enum TokenGateApp {
                 token: limiter("token", server.tokenRateLimitPerMinute),
                 transfer: limiter("transfer", server.tokenRateLimitPerMinute)
             )
-            AuthRoutes.add(to: &router, service: auth, limits: limits)
+            AuthRoutes.add(
+                to: &router,
+                sessions: auth.sessions,
+                logins: auth.logins,
+                grants: auth.grants,
+                transfers: auth.transfers,
+                logouts: auth.logouts,
+                dpop: auth.dpop,
+                limits: limits
+            )
             BackChannelLogoutRoute.add(
                 to: &router,
-                service: auth,
+                logouts: auth.logouts,
                 rateLimit: limiter("backchannel_logout", server.backChannelLogoutRateLimitPerMinute),
                 requestTimeout: .seconds(configuration.server.requestTimeoutSeconds)
             )
@@ -162,7 +180,8 @@ public enum TokenGateApp {
                     to: &router,
                     upstreams: configuration.upstreams,
                     loops: loops?.loops ?? [],
-                    auth: auth,
+                    upstreamTokens: auth.upstream,
+                    dpop: auth.dpop,
                     publicBaseURL: publicBaseURL(configuration),
                     metrics: metrics
                 )
@@ -178,7 +197,7 @@ public enum TokenGateApp {
         _ configuration: TokenGateConfiguration,
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
-        auth: AuthService? = nil,
+        auth: AuthServices? = nil,
         metrics: TokenGateMetrics? = nil,
         logger: Logger
     ) -> (server: HTTPServer, application: Application) {

@@ -1,9 +1,9 @@
 import Foundation
-import Logging
-import TGBase
+public import Logging
+public import TGBase
 import TGCrypto
 import TGOIDC
-import TGStore
+public import TGStore
 
 /// The app's `grant_type=authorization_code` request (RFC 6749 §4.1.3, RFC 7636 §4.5).
 public struct HandoffRedemption: Sendable {
@@ -33,7 +33,45 @@ public struct HandoffRedemption: Sendable {
     }
 }
 
-extension AuthService {
+/// The token endpoint's grants of TokenGate's own tokens (RFC 6749 §4.1.3 and §6, RFC 8693):
+/// handoff codes, refresh tokens and token exchange.
+public final class TokenGrants: Sendable {
+    let store: Store
+    let vault: TokenVault
+    let clients: [String: AppClient]
+    /// The APIs whose tokens apps may ask for, by name (`resource=` of a token exchange).
+    let resources: [String: UpstreamResource]
+    let settings: AuthSettings
+    let dpop: DPoPBinding
+    let upstream: UpstreamTokens
+    let revocations: RevocationQueue
+    let clock: WallClock
+    let logger: Logger
+
+    public init(
+        store: Store,
+        vault: TokenVault,
+        clients: [String: AppClient],
+        resources: [String: UpstreamResource],
+        settings: AuthSettings,
+        dpop: DPoPBinding,
+        upstream: UpstreamTokens,
+        revocations: RevocationQueue,
+        clock: WallClock = .system,
+        logger: Logger
+    ) {
+        self.store = store
+        self.vault = vault
+        self.clients = clients
+        self.resources = resources
+        self.settings = settings
+        self.dpop = dpop
+        self.upstream = upstream
+        self.revocations = revocations
+        self.clock = clock
+        self.logger = logger
+    }
+
     /// Redeems a handoff code for TokenGate tokens: once, by the client and redirect URI it was
     /// issued to, with the verifier of the app's challenge. Presenting a used code again ends the
     /// session it started (RFC 6749 §4.1.2).
@@ -54,31 +92,12 @@ extension AuthService {
             }
             deviceHash = hash
         }
-        let jkt = try bindingKey(request.dpop?.jkt, client: request.clientID)
+        let jkt = try dpop.bindingKey(request.dpop?.jkt, client: request.clientID)
         let now = clock.now()
         let outcome = try await store.transaction { transaction in
             try await redeem(request, codeHash: codeHash, deviceHash: deviceHash, jkt: jkt, now: now, in: transaction)
         }
-        return try await finish(outcome)
-    }
-
-    /// Removes the accounts the grant left without a session, then answers.
-    func finish<Answer>(_ outcome: RedemptionOutcome<Answer>) async throws -> Answer {
-        switch outcome {
-        case .issued(let tokens, let orphans):
-            await removeAccountsWithoutSessions(orphans)
-            return tokens
-        case .refused(let error, let orphans):
-            await removeAccountsWithoutSessions(orphans)
-            throw error
-        }
-    }
-
-    enum RedemptionOutcome<Answer> {
-        case issued(Answer, orphans: [UUID])
-        /// Refused, with what was changed (a burnt code, an ended session) still committed, and
-        /// the accounts whose sessions ended.
-        case refused(OAuthError, orphans: [UUID] = [])
+        return try await revocations.finish(outcome)
     }
 
     private func redeem(
@@ -138,7 +157,7 @@ extension AuthService {
             device = try await transaction.devices.create(secretHash: secret.hash, client: request.clientID, now: now)
             newDeviceSecret = secret
         }
-        try await recordProof(request.dpop, in: transaction)
+        try await dpop.recordProof(request.dpop, in: transaction)
         let orphans = try await transaction.sessions.endStale(onDevice: device, now: now)
         let access = OpaqueToken.mint()
         let refresh = OpaqueToken.mint()
@@ -161,12 +180,34 @@ extension AuthService {
         try await transaction.accounts.touch(accountID, now: now)
         let tokens = IssuedTokens(
             accessToken: access.value,
-            tokenType: Self.tokenType(jkt),
+            tokenType: DPoPBinding.tokenType(jkt),
             expiresIn: Int(settings.accessTokenTTL),
             refreshToken: refresh.value,
             account: account,
             deviceSecret: newDeviceSecret?.value
         )
         return .issued(tokens, orphans: orphans.filter { $0 != accountID })
+    }
+}
+
+/// What a grant's transaction decided, answered once it has committed.
+enum RedemptionOutcome<Answer> {
+    case issued(Answer, orphans: [UUID])
+    /// Refused, with what was changed (a burnt code, an ended session) still committed, and
+    /// the accounts whose sessions ended.
+    case refused(OAuthError, orphans: [UUID] = [])
+}
+
+extension RevocationQueue {
+    /// Removes the accounts a grant left without a session, then answers.
+    func finish<Answer>(_ outcome: RedemptionOutcome<Answer>) async throws -> Answer {
+        switch outcome {
+        case .issued(let tokens, let orphans):
+            await removeAccountsWithoutSessions(orphans)
+            return tokens
+        case .refused(let error, let orphans):
+            await removeAccountsWithoutSessions(orphans)
+            throw error
+        }
     }
 }

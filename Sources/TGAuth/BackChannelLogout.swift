@@ -13,7 +13,7 @@ public struct BackChannelLogoutResult: Sendable, Equatable {
     public var revocations: [UpstreamRevocation]
 }
 
-extension AuthService {
+extension Logouts {
     /// Whether `provider` is configured and takes back-channel logout tokens (the route of any
     /// other name is not found).
     public func acceptsBackChannelLogout(provider: String) -> Bool {
@@ -63,7 +63,7 @@ extension AuthService {
             throw OAuthError(.invalidRequest, "The logout token is not valid: \(LogoutTokenProblem.replayed).")
         }
         let sessionsEnded = ended.sessions.count
-        let (removed, revocations) = await removeAccountsWithoutSessions(ended.sessions + (ended.account.map { [$0] } ?? []))
+        let (removed, revocations) = await revocations.removeAccountsWithoutSessions(ended.sessions + (ended.account.map { [$0] } ?? []))
         metrics.backChannelLogout(provider: name, outcome: sessionsEnded + removed == 0 ? "no_match" : "ended")
         var metadata: Logger.Metadata = [
             "provider": .string(name),

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import TGStore
 
-extension AuthService {
+extension UpstreamTokens {
     /// Keeps this instance's ``cache`` coherent with every instance's changes, until cancelled:
     /// each notification drops what is held for its account; a lost connection (notifications
     /// may have been missed) drops everything once it is back.

@@ -5,7 +5,7 @@ import TGCrypto
 import TGOIDC
 import TGStore
 
-extension AuthService {
+extension LoginFlow {
     /// Finishes a login at the callback: consumes the pending login (once), redeems the code,
     /// stores the account and its encrypted grant, and returns the app's redirect with a handoff
     /// code. Any failure after the state is known returns the app's redirect with `error` and
@@ -72,8 +72,8 @@ extension AuthService {
             )
         }
         let handoff = OpaqueToken.mint()
-        let accessTokens = loginAccessTokens(result.tokens, provider: provider.name, now: now)
-        let ticket = cache.ticket()
+        let accessTokens = upstream.loginAccessTokens(result.tokens, provider: provider.name, now: now)
+        let ticket = upstream.cacheTicket()
         do {
             let account = try await store.transaction { transaction in
                 let account = try await transaction.accounts.upsert(
@@ -96,7 +96,9 @@ extension AuthService {
                     ),
                     now: now
                 )
-                for (scopeKey, token) in accessTokens { try await storeAccessToken(token, account: account, scopeKey: scopeKey, in: transaction) }
+                for (scopeKey, token) in accessTokens {
+                    try await upstream.storeAccessToken(token, account: account, scopeKey: scopeKey, in: transaction)
+                }
                 try await transaction.loginStates.issueHandoff(
                     codeHash: handoff.hash,
                     account: account,
@@ -109,7 +111,7 @@ extension AuthService {
                 )
                 return account
             }
-            for (scopeKey, token) in accessTokens { cache.store(token: token, account: account, scopeKey: scopeKey, ticket: ticket) }
+            upstream.cache(accessTokens, account: account, ticket: ticket)
         } catch {
             // Nothing was stored; the provider's fresh grant is revoked so none is left behind there.
             _ = try? await provider.revoke(refreshToken: refreshToken, policy: login.policy)
@@ -132,14 +134,14 @@ extension AuthService {
 
     /// The claims an app may show (name, email, picture); never the whole token.
     static func displayClaims(_ claims: [String: JSONValue]) -> String {
-        var object: [String: Any] = [:]
+        var object: [String: JSONValue] = [:]
         for name in ["name", "given_name", "family_name", "email", "email_verified", "preferred_username", "picture"] {
             switch claims[name] {
-            case .string(let text)?: object[name] = text
-            case .bool(let flag)?: object[name] = flag
+            case .string(let text)?: object[name] = .string(text)
+            case .bool(let flag)?: object[name] = .bool(flag)
             default: continue
             }
         }
-        return SortedJSON.string(object) ?? "{}"
+        return SortedJSON.data(.object(object)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 }

@@ -1,7 +1,8 @@
 public import Foundation
 import Synchronization
-import TGBase
+public import TGBase
 public import TGCrypto
+public import TGStore
 
 /// Whether an app's tokens are bound to a key it holds (RFC 9449), per app.
 public enum DPoPMode: String, Sendable, Hashable, CaseIterable {
@@ -76,7 +77,7 @@ public struct DPoPTarget: Sendable {
 }
 
 /// A proof that verified (``DPoPVerifier/verify(_:for:boundTo:)``) and is not yet recorded as
-/// used: the caller records it (``AuthService/recordProof(_:)``, or a grant in its transaction)
+/// used: the caller records it (``DPoPBinding/recordProof(_:)``, or a grant in its transaction)
 /// once the rest of the request is authentic, so that a request with a made-up token or grant
 /// takes no place in the replay record.
 public struct DPoPProof: Sendable, Equatable {
@@ -88,7 +89,58 @@ public struct DPoPProof: Sendable, Equatable {
     let acceptableUntil: Date
 }
 
-extension AuthService {
+/// DPoP at TokenGate (RFC 9449): the proofs' checks (``DPoPVerifier``), the record of used
+/// proofs every instance shares, and the key an app's new tokens are bound to.
+public final class DPoPBinding: Sendable {
+    /// Checks a proof's own rules; no I/O.
+    public let verifier: DPoPVerifier
+    /// TokenGate's public base URL: a proof's `htu` is it and the request's path.
+    public let issuer: String
+    let clients: [String: AppClient]
+    let clock: WallClock
+    let metrics: AuthMetrics
+    /// The shared record of DPoP proofs, by group commit (``recordProof(_:)``).
+    let proofRecords: GroupCommit<PendingProof, Bool>
+
+    public init(
+        settings: DPoPSettings = DPoPSettings(),
+        vault: TokenVault,
+        store: Store,
+        clients: [String: AppClient],
+        issuer: String,
+        clock: WallClock = .system,
+        metrics: AuthMetrics = AuthMetrics()
+    ) {
+        verifier = DPoPVerifier(settings: settings, vault: vault, clock: clock)
+        self.issuer = issuer
+        self.clients = clients
+        self.clock = clock
+        self.metrics = metrics
+        proofRecords = Self.proofRecorder(store)
+    }
+
+    /// Verifies a proof (the `DPoP` header's value) for `method` at TokenGate's `path`; with an
+    /// `accessToken`, its hash must be the proof's `ath`; with `boundTo`, a proof of another key
+    /// is refused before its signature is checked. Does not record the proof.
+    public func verify(
+        _ proof: String,
+        method: String,
+        path: some StringProtocol,
+        accessToken: Substring? = nil,
+        boundTo: String? = nil
+    ) throws(DPoPError) -> DPoPProof {
+        try verifier.verify(proof, for: DPoPTarget(method: method, uri: issuer + path, accessToken: accessToken), boundTo: boundTo)
+    }
+
+    /// The `alg` values proofs may use (a resource's challenge names them).
+    public var algorithmNames: [String] { verifier.algorithmNames }
+
+    /// The nonce to hand out now (`DPoP-Nonce`), when nonces are required.
+    public func currentNonce() -> String? { verifier.currentNonce() }
+
+    /// Whether `client`'s tokens are bound to a key (``DPoPMode/off`` for an unknown app).
+    public func mode(ofClient client: String) -> DPoPMode { clients[client]?.dpop ?? .off }
+
     /// The key new tokens of `client` are bound to: the verified proof's (`proofKey`) when the app
     /// uses DPoP, none when it does not; a token request without a proof is refused when the app
     /// requires one.

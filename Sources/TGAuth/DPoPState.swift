@@ -117,13 +117,13 @@ final class DPoPNonces: Sendable {
     }
 }
 
-extension AuthService {
+extension DPoPBinding {
     /// Records `proof` as used, once the request it came with is otherwise authentic (its token
     /// names a session bound to the proof's key); refused when any instance accepted it before.
     /// While the database is unreachable, this instance's memory alone decides
     /// (docs/threat_model.md, "DPoP").
     public func recordProof(_ proof: DPoPProof) async throws {
-        let local = dpop.replays.insert(proof.replayKey, jkt: proof.jkt, now: clock.now())
+        let local = verifier.replays.insert(proof.replayKey, jkt: proof.jkt, now: clock.now())
         guard local != .replayed else { throw DPoPError.usedBefore }
         // With the other proofs arriving meanwhile, in one statement.
         switch await proofRecords.submit(PendingProof(key: proof.replayKey.bytes, until: proof.acceptableUntil)) {

@@ -1,6 +1,6 @@
 import Foundation
-import Logging
-import TGStore
+public import Logging
+public import TGStore
 
 /// What one key rotation re-encrypted.
 public struct KeyRotationReport: Sendable, Equatable, CustomStringConvertible {
@@ -19,14 +19,31 @@ public struct KeyRotationReport: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-extension AuthService {
+/// Re-encrypts every secret at rest under the vault's current key (`tokengate keys rotate`).
+public final class KeyRotation: Sendable {
+    let store: Store
+    let vault: TokenVault
+    /// Rows per short transaction.
+    let batchSize: Int
+    let logger: Logger
+
+    public init(store: Store, vault: TokenVault, batchSize: Int = AuthSettings().batchSize, logger: Logger) {
+        self.store = store
+        self.vault = vault
+        self.batchSize = batchSize
+        self.logger = logger
+    }
+
+    /// The key id secrets are sealed under now.
+    public var currentKeyID: String { vault.currentKeyID }
+
     /// Re-encrypts every secret at rest under the current key, in batches of short transactions
     /// (rows in use are skipped and picked up by the next batch), so it runs while TokenGate
     /// serves and logs nobody out. Old keys must stay configured until it has finished.
     public func rotateKeys() async throws -> KeyRotationReport {
         var report = KeyRotationReport()
         let current = vault.currentKeyID
-        let limit = settings.batchSize
+        let limit = batchSize
         let vault = vault
         report.grants = try await inBatches { keys in
             try await keys.resealGrants(notUnder: current, limit: limit) { account, token, hint in
@@ -61,7 +78,7 @@ extension AuthService {
         while true {
             let count = try await store.transaction { try await batch($0.keys) }
             total += count
-            if count < settings.batchSize { return total }
+            if count < batchSize { return total }
         }
     }
 }

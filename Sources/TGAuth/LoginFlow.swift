@@ -1,11 +1,47 @@
 import Foundation
-import Logging
-import TGBase
+public import Logging
+public import TGBase
 import TGCrypto
-import TGOIDC
-import TGStore
+public import TGOIDC
+public import TGStore
 
-extension AuthService {
+/// A login: the app's authorization request checked and sent on to the provider, then the
+/// provider's callback, up to the handoff code the app redeems (``TokenGrants``).
+public final class LoginFlow: Sendable {
+    let store: Store
+    let vault: TokenVault
+    let providers: [String: OpenIDProvider]
+    let clients: [String: AppClient]
+    let settings: AuthSettings
+    /// TokenGate's own issuer identifier (its public base URL), sent as `iss` to the app.
+    let issuer: String
+    /// Takes the login's own upstream access token.
+    let upstream: UpstreamTokens
+    let clock: WallClock
+    let logger: Logger
+
+    public init(
+        store: Store,
+        vault: TokenVault,
+        providers: [String: OpenIDProvider],
+        clients: [String: AppClient],
+        settings: AuthSettings,
+        issuer: String,
+        upstream: UpstreamTokens,
+        clock: WallClock = .system,
+        logger: Logger
+    ) {
+        self.store = store
+        self.vault = vault
+        self.providers = providers
+        self.clients = clients
+        self.settings = settings
+        self.issuer = issuer
+        self.upstream = upstream
+        self.clock = clock
+        self.logger = logger
+    }
+
     /// Checks the app's request and stores a pending login; returns the provider's authorization
     /// URL. An unknown client or redirect URI is refused here and never redirected to.
     public func beginLogin(_ request: LoginRequest) async throws -> String {

@@ -1,5 +1,5 @@
 /// The app's authorization request to `/auth/login` (RFC 6749 §4.1.1 with RFC 7636), plus
-/// TokenGate's own choices. Built from the query; checked by ``AuthService/beginLogin(_:)``.
+/// TokenGate's own choices. Built from the query; checked by ``LoginFlow/beginLogin(_:)``.
 public struct LoginRequest: Sendable, Equatable {
     public var clientID: String?
     public var redirectURI: String?

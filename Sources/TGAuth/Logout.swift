@@ -1,7 +1,8 @@
 public import Foundation
-import Logging
-import TGOIDC
-import TGStore
+public import Logging
+public import TGBase
+public import TGOIDC
+public import TGStore
 
 /// Which sessions a logout ends.
 public enum LogoutScope: Sendable, Equatable {
@@ -26,7 +27,48 @@ public struct LogoutResult: Sendable, Equatable {
     public var revoked: Bool { !revocations.isEmpty && revocations.allSatisfy { $0 == .revoked } }
 }
 
-extension AuthService {
+/// The ends of sessions: an app's logout (RP-initiated at the provider too, when asked), the
+/// provider's landing route after its logout page, and the provider's back-channel logout.
+public final class Logouts: Sendable {
+    let store: Store
+    let vault: TokenVault
+    let providers: [String: OpenIDProvider]
+    let clients: [String: AppClient]
+    let settings: AuthSettings
+    /// TokenGate's public base URL (the landing route's URL starts with it).
+    let issuer: String
+    let sessions: Sessions
+    let revocations: RevocationQueue
+    let clock: WallClock
+    let metrics: AuthMetrics
+    let logger: Logger
+
+    public init(
+        store: Store,
+        vault: TokenVault,
+        providers: [String: OpenIDProvider],
+        clients: [String: AppClient],
+        settings: AuthSettings,
+        issuer: String,
+        sessions: Sessions,
+        revocations: RevocationQueue,
+        clock: WallClock = .system,
+        metrics: AuthMetrics = AuthMetrics(),
+        logger: Logger
+    ) {
+        self.store = store
+        self.vault = vault
+        self.providers = providers
+        self.clients = clients
+        self.settings = settings
+        self.issuer = issuer
+        self.sessions = sessions
+        self.revocations = revocations
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+    }
+
     /// Ends sessions: the device's, or one account's on it; with `everywhere`, the signed-in
     /// account's sessions on every device (and nobody else's). Accounts no session holds any more
     /// are removed; their grants go to the revocation queue in the same statement and are revoked
@@ -44,7 +86,7 @@ extension AuthService {
         everywhere: Bool = false,
         returnTo: LogoutReturn? = nil
     ) async throws -> LogoutResult {
-        guard let context = try await session(accessToken: accessToken, requireValid: false) else {
+        guard let context = try await sessions.session(ofAccessToken: accessToken) else {
             return LogoutResult(sessionsEnded: 0, accountsRemoved: 0, endSessionURL: nil)
         }
         if let returnTo, clients[context.clientID]?.allows(postLogoutRedirectURI: returnTo.uri) != true {
@@ -77,7 +119,7 @@ extension AuthService {
             selection = .everywhere(account: context.account.id)
         }
         let accounts = try await store.sessions.end(selection)
-        let (removed, revocations) = await removeAccountsWithoutSessions(accounts)
+        let (removed, revocations) = await revocations.removeAccountsWithoutSessions(accounts)
         return LogoutResult(sessionsEnded: accounts.count, accountsRemoved: removed, endSessionURL: endSession, revocations: revocations)
     }
 
@@ -87,7 +129,7 @@ extension AuthService {
         guard try await !store.sessions.end(.account(account, device: context.deviceID)).isEmpty else {
             throw AuthProblem(.accountNotFound, "No account with this id is signed in on this device.")
         }
-        await removeAccountsWithoutSessions([account])
+        await revocations.removeAccountsWithoutSessions([account])
     }
 
     private func endSessionURL(for account: AccountSummary, returnTo: LogoutReturn?, clientID: String) async -> String? {

@@ -25,7 +25,7 @@ private struct SealedLogoutReturn: Codable {
     var expires: Date
 }
 
-extension AuthService {
+extension Logouts {
     /// TokenGate's landing route, registered at providers as the post-logout redirect URI.
     public static let logoutReturnPath = "/auth/logout/return"
 

@@ -29,7 +29,7 @@ final class ProviderMarks: Sendable {
     }
 }
 
-extension AuthService {
+extension UpstreamTokens {
     /// When the provider of `account` may be asked next, if it is failing as a whole: from
     /// memory, or from the grant's read of `provider_faults`. nil: ask it now (this caller has
     /// the attempt). Otherwise the caller answers 503 without asking.

@@ -3,7 +3,7 @@ import Logging
 import TGBase
 import TGStore
 
-extension AuthService {
+extension TokenGrants {
     /// Rotates a TokenGate refresh token (RFC 6749 §6, OAuth 2.0 Security BCP §4.14.2): a new
     /// pair every time; the previous token gets the same answer again for a short grace window (a
     /// retry after a lost response, or two requests racing); any older token of the family, or
@@ -20,7 +20,7 @@ extension AuthService {
         let outcome = try await store.transaction { transaction in
             try await rotate(hash, clientID: clientID, proof: dpop, now: now, in: transaction)
         }
-        return try await finish(outcome)
+        return try await revocations.finish(outcome)
     }
 
     static let deadRefreshToken = OAuthError(.invalidGrant, "The refresh token is not valid any more. Log in again.")
@@ -51,17 +51,17 @@ extension AuthService {
                     try await transaction.sessions.end(.session(current.id))
                     return .refused(Self.unboundApp, orphans: [account.id])
                 }
-                guard proof?.jkt == bound else { return .refused(Self.otherDPoPKey) }
+                guard proof?.jkt == bound else { return .refused(DPoPBinding.otherDPoPKey) }
                 jkt = bound
             } else {
-                jkt = try bindingKey(proof?.jkt, client: clientID)
+                jkt = try dpop.bindingKey(proof?.jkt, client: clientID)
             }
-            try await recordProof(proof, in: transaction)
+            try await dpop.recordProof(proof, in: transaction)
             let access = OpaqueToken.mint()
             let refresh = OpaqueToken.mint()
             let tokens = IssuedTokens(
                 accessToken: access.value,
-                tokenType: Self.tokenType(jkt),
+                tokenType: DPoPBinding.tokenType(jkt),
                 expiresIn: Int(settings.accessTokenTTL),
                 refreshToken: refresh.value,
                 account: account
@@ -92,11 +92,11 @@ extension AuthService {
         }
         if let previous = try await transaction.sessions.lockByPreviousRefreshToken(hash) {
             // A bound session's kept answer goes only to a proof of its key, as a refresh would.
-            if let bound = previous.dpopJKT, proof?.jkt != bound { return .refused(Self.otherDPoPKey) }
+            if let bound = previous.dpopJKT, proof?.jkt != bound { return .refused(DPoPBinding.otherDPoPKey) }
             if previous.clientID == clientID, let rotatedAt = previous.rotatedAt,
                 now.timeIntervalSince(rotatedAt) <= settings.refreshReplayGrace, let sealed = previous.replay
             {
-                try await recordProof(proof, in: transaction)
+                try await dpop.recordProof(proof, in: transaction)
                 let json = try vault.open(sealed, context: TokenVault.Context.replay(previous.id))
                 return .issued(try JSONDecoder().decode(IssuedTokens.self, from: Data(json.utf8)), orphans: [])
             }

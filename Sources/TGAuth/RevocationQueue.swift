@@ -1,8 +1,8 @@
 import Foundation
-import Logging
-import TGBase
-import TGOIDC
-import TGStore
+public import Logging
+public import TGBase
+public import TGOIDC
+public import TGStore
 
 /// What became of a removed account's upstream refresh token.
 public enum UpstreamRevocation: String, Sendable, Equatable {
@@ -15,7 +15,36 @@ public enum UpstreamRevocation: String, Sendable, Equatable {
     case notSupported = "not_supported"
 }
 
-extension AuthService {
+/// Removing accounts and revoking their grants at the provider (RFC 7009): what a logout, a
+/// back-channel logout, a grant that leaves accounts without sessions, and the sweeper share.
+public final class RevocationQueue: Sendable {
+    let store: Store
+    let vault: TokenVault
+    let providers: [String: OpenIDProvider]
+    /// What was cached for a removed account is dropped at once.
+    let cache: CredentialCache
+    let settings: AuthSettings
+    let clock: WallClock
+    let logger: Logger
+
+    public init(
+        store: Store,
+        vault: TokenVault,
+        providers: [String: OpenIDProvider],
+        cache: CredentialCache,
+        settings: AuthSettings,
+        clock: WallClock = .system,
+        logger: Logger
+    ) {
+        self.store = store
+        self.vault = vault
+        self.providers = providers
+        self.cache = cache
+        self.settings = settings
+        self.clock = clock
+        self.logger = logger
+    }
+
     /// Removes the accounts `removal` selects; their grants go, still sealed, into the
     /// revocation queue in the same statement (``AccountStore/remove(_:giveUpAt:now:)``).
     /// Returns how many went and the queued tokens, to revoke at once with ``revoke(_:)``.
@@ -89,6 +118,25 @@ extension AuthService {
                 metadata: ["provider": .string(entry.provider), "reason": .string(error.description)]
             )
             return .pending
+        }
+    }
+
+    /// Removes each of `accounts` that no session holds and no unredeemed handoff code waits for,
+    /// with its grant, then revokes the grants at their providers (best effort). Returns how many
+    /// accounts went.
+    @discardableResult
+    func removeAccountsWithoutSessions(_ accounts: [UUID]) async -> (removed: Int, revocations: [UpstreamRevocation]) {
+        // Their sessions ended (or the grant went): nothing of theirs may be served from memory,
+        // even before the database's notification comes back.
+        cache.invalidate(accounts: accounts)
+        guard !accounts.isEmpty else { return (0, []) }
+        do {
+            let now = clock.now()
+            let (removed, queued) = try await removeAccounts(.withoutSessions(Array(Set(accounts))), now: now)
+            return (removed, await revoke(queued))
+        } catch {
+            logger.warning("removing an account failed; the sweeper will retry", metadata: ["error_type": "\(type(of: error))"])
+            return (0, [])
         }
     }
 }

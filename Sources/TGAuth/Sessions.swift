@@ -1,8 +1,7 @@
 public import Foundation
-import Logging
-import TGBase
+public import TGBase
 import TGOIDC
-import TGStore
+public import TGStore
 
 /// A request's TokenGate session, found from its bearer access token.
 public struct SessionContext: Sendable, Equatable {
@@ -26,7 +25,17 @@ public struct DeviceAccount: Sendable, Equatable {
     public var isCurrent: Bool
 }
 
-extension AuthService {
+/// Sessions by their access token, and the accounts of a device: what a request's bearer token
+/// stands for.
+public struct Sessions: Sendable {
+    let store: Store
+    let clock: WallClock
+
+    public init(store: Store, clock: WallClock = .system) {
+        self.store = store
+        self.clock = clock
+    }
+
     /// The session of a bearer access token that is unexpired and whose account is active.
     public func authenticate(accessToken: String) async throws -> SessionContext {
         guard let context = try await session(accessToken: accessToken, requireValid: true) else { throw Self.invalidAccessToken }
@@ -67,25 +76,6 @@ extension AuthService {
         try await store.sessions.accounts(onDevice: context.deviceID, now: clock.now()).map { stored in
             let account = AccountSummary(stored: stored)
             return DeviceAccount(account: account, isCurrent: account.id == context.account.id)
-        }
-    }
-
-    /// Removes each of `accounts` that no session holds and no unredeemed handoff code waits for,
-    /// with its grant, then revokes the grants at their providers (best effort). Returns how many
-    /// accounts went.
-    @discardableResult
-    func removeAccountsWithoutSessions(_ accounts: [UUID]) async -> (removed: Int, revocations: [UpstreamRevocation]) {
-        // Their sessions ended (or the grant went): nothing of theirs may be served from memory,
-        // even before the database's notification comes back.
-        cache.invalidate(accounts: accounts)
-        guard !accounts.isEmpty else { return (0, []) }
-        do {
-            let now = clock.now()
-            let (removed, queued) = try await removeAccounts(.withoutSessions(Array(Set(accounts))), now: now)
-            return (removed, await revoke(queued))
-        } catch {
-            logger.warning("removing an account failed; the sweeper will retry", metadata: ["error_type": "\(type(of: error))"])
-            return (0, [])
         }
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
-import Logging
-import TGBase
-import TGStore
+public import Logging
+public import TGBase
+public import TGStore
 
 /// What one sweep removed.
 public struct SweepReport: Sendable, Equatable, CustomStringConvertible {
@@ -32,7 +32,31 @@ public struct SweepReport: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-extension AuthService {
+/// Clears everything stale (docs/architecture.md, "Sweeper"): any instance may run it, one at a time.
+public final class Sweeper: Sendable {
+    let store: Store
+    let settings: AuthSettings
+    let revocations: RevocationQueue
+    let clock: WallClock
+    let metrics: AuthMetrics
+    let logger: Logger
+
+    public init(
+        store: Store,
+        settings: AuthSettings,
+        revocations: RevocationQueue,
+        clock: WallClock = .system,
+        metrics: AuthMetrics = AuthMetrics(),
+        logger: Logger
+    ) {
+        self.store = store
+        self.settings = settings
+        self.revocations = revocations
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+    }
+
     /// The advisory-lock key only one sweeper at a time holds (any instance, any process).
     static let sweeperLockKey: Int64 = 0x546F_6B47_5377_6570  // "TokGSwep"
 
@@ -69,16 +93,16 @@ extension AuthService {
         // unused past the idle lifetime.
         let idleSince = now.addingTimeInterval(-settings.sessionIdleTTL)
         while true {
-            let (removed, queued) = try await removeAccounts(
+            let (removed, queued) = try await revocations.removeAccounts(
                 .sweepable(idleSince: idleSince, staleBefore: now.addingTimeInterval(-settings.rejectedGrantGrace), limit: limit),
                 now: now
             )
             report.accounts += removed
-            report.upstreamRevocations += await revoke(queued).count { $0 == .revoked }
+            report.upstreamRevocations += await revocations.revoke(queued).count { $0 == .revoked }
             if removed < limit { break }
         }
         // Grants queued earlier whose provider was down then.
-        report.upstreamRevocations += try await drainRevocationQueue()
+        report.upstreamRevocations += try await revocations.drainRevocationQueue()
         report.devices = try await inBatches(limit) {
             try await store.devices.deleteIdle(seenBefore: now.addingTimeInterval(-settings.deviceIdleTTL), limit: limit)
         }

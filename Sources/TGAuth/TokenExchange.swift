@@ -55,7 +55,7 @@ public struct ExchangedToken: Sendable, Encodable, Equatable {
     }
 }
 
-extension AuthService {
+extension TokenGrants {
     /// Swaps a TokenGate access token for an upstream access token: for `resource` (an upstream's
     /// name) with its configured scopes, or for `scope` among the scopes the account's provider
     /// is configured with. Errors are RFC 6749 §5.2 / RFC 8693 §2.2.2 ones.
@@ -68,7 +68,7 @@ extension AuthService {
         }
         let context: SessionContext
         do {
-            context = try await authenticateForAPI(accessToken: request.subjectToken)
+            context = try await upstream.authenticateForAPI(accessToken: request.subjectToken)
         } catch let problem as AuthProblem where problem.code == .invalidToken {
             throw OAuthError(.invalidGrant, "subject_token is invalid or expired. Refresh it, or log in again.")
         }
@@ -76,10 +76,10 @@ extension AuthService {
             throw OAuthError(.invalidGrant, "subject_token was issued to another client.")
         }
         if let bound = context.dpopJKT {
-            guard let proof = request.dpop, proof.jkt == bound else { throw Self.otherDPoPKey }
+            guard let proof = request.dpop, proof.jkt == bound else { throw DPoPBinding.otherDPoPKey }
             // The subject token is good and bound to the proof's key: now the proof is used.
             do {
-                try await recordProof(proof)
+                try await dpop.recordProof(proof)
             } catch let error as DPoPError {
                 throw OAuthError(error)
             }
@@ -87,7 +87,7 @@ extension AuthService {
         let scopes = try exchangeScopes(request, provider: context.account.provider)
         let token: UpstreamAccessToken
         do {
-            token = try await upstreamAccessToken(for: context, scopes: scopes)
+            token = try await upstream.upstreamAccessToken(for: context, scopes: scopes)
         } catch let problem as AuthProblem {
             switch problem.code {
             case .interactionRequired: throw OAuthError(.interactionRequired, problem.detail)

@@ -44,14 +44,14 @@ struct TransferReplay: Codable {
     }
 
     /// The answer it keeps, as the redemption gave it.
-    var outcome: AuthService.RedemptionOutcome<TransferredDevice> {
+    var outcome: RedemptionOutcome<TransferredDevice> {
         let toSignIn = interactionRequired.map { AccountToSignIn(accountID: $0.accountID, provider: $0.provider, loginHint: $0.loginHint) }
-        guard let deviceSecret, !sessions.isEmpty else { return .refused(AuthService.nothingToTransfer(toSignIn)) }
+        guard let deviceSecret, !sessions.isEmpty else { return .refused(TransferCodes.nothingToTransfer(toSignIn)) }
         return .issued(TransferredDevice(deviceSecret: deviceSecret, sessions: sessions, interactionRequired: toSignIn), orphans: [])
     }
 }
 
-extension AuthService {
+extension TransferCodes {
     /// The answer when none of the code's accounts can move: each of `toSignIn` needs a sign-in.
     static func nothingToTransfer(_ toSignIn: [AccountToSignIn]) -> OAuthError {
         var error = OAuthError(
@@ -87,8 +87,8 @@ extension AuthService {
             let json = try vault.open(sealed, context: TokenVault.Context.transferReplay(codeHash))
             let replay = try JSONDecoder().decode(TransferReplay.self, from: Data(json.utf8))
             // Bound sessions' tokens go only to a proof of their key, as a refresh's kept answer does.
-            if let bound = replay.dpopJKT, request.dpop?.jkt != bound { return .refused(Self.otherDPoPKey) }
-            try await recordProof(request.dpop, in: transaction)
+            if let bound = replay.dpopJKT, request.dpop?.jkt != bound { return .refused(DPoPBinding.otherDPoPKey) }
+            try await dpop.recordProof(request.dpop, in: transaction)
             logger.info(
                 "transfer code presented again within the replay grace: the same answer again",
                 metadata: ["client_id": .string(request.clientID)]

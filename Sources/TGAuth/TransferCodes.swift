@@ -1,9 +1,9 @@
 public import Foundation
-import Logging
-import TGBase
+public import Logging
+public import TGBase
 import TGCrypto
 import TGOIDC
-import TGStore
+public import TGStore
 
 /// A transfer code as the app receives it (`POST /auth/transfer`).
 public struct IssuedTransferCode: Sendable, Encodable, Equatable {
@@ -99,7 +99,40 @@ public struct AccountToSignIn: Sendable, Encodable, Equatable {
     }
 }
 
-extension AuthService {
+/// Transfer codes: a device's accounts moved to a fresh install without a provider login.
+public final class TransferCodes: Sendable {
+    let store: Store
+    let vault: TokenVault
+    let clients: [String: AppClient]
+    let settings: AuthSettings
+    let dpop: DPoPBinding
+    let revocations: RevocationQueue
+    let clock: WallClock
+    let metrics: AuthMetrics
+    let logger: Logger
+
+    public init(
+        store: Store,
+        vault: TokenVault,
+        clients: [String: AppClient],
+        settings: AuthSettings,
+        dpop: DPoPBinding,
+        revocations: RevocationQueue,
+        clock: WallClock = .system,
+        metrics: AuthMetrics = AuthMetrics(),
+        logger: Logger
+    ) {
+        self.store = store
+        self.vault = vault
+        self.clients = clients
+        self.settings = settings
+        self.dpop = dpop
+        self.revocations = revocations
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+    }
+
     /// A wrong verifier or client this many times kills the code (the verifier has 256 bits: a
     /// guess never succeeds, and a code under attack should not stay usable).
     static let transferMaxFailedAttempts = 5
@@ -164,12 +197,12 @@ extension AuthService {
         guard Syntax.isCodeVerifier(request.codeVerifier) else {
             throw OAuthError(.invalidRequest, "code_verifier must be 43 to 128 unreserved characters (RFC 7636).")
         }
-        let jkt = try bindingKey(request.dpop?.jkt, client: request.clientID)
+        let jkt = try dpop.bindingKey(request.dpop?.jkt, client: request.clientID)
         let now = clock.now()
         let outcome = try await store.transaction { transaction in
             try await redeem(request, codeHash: codeHash, jkt: jkt, now: now, in: transaction)
         }
-        return try await finish(outcome)
+        return try await revocations.finish(outcome)
     }
 
     static let unknownTransferCode = OAuthError(
@@ -210,7 +243,7 @@ extension AuthService {
         if let redeemedAt = code.redeemedAt {
             return try await presentedAgain(code, redeemedAt: redeemedAt, codeHash: codeHash, request: request, now: now, in: transaction)
         }
-        try await recordProof(request.dpop, in: transaction)
+        try await dpop.recordProof(request.dpop, in: transaction)
         // From here on the code is spent, whatever the outcome.
         var moving: [TransferableSession] = []
         var orphans: [UUID] = []
@@ -258,7 +291,7 @@ extension AuthService {
             sessions.append(
                 IssuedTokens(
                     accessToken: access.value,
-                    tokenType: Self.tokenType(jkt),
+                    tokenType: DPoPBinding.tokenType(jkt),
                     expiresIn: Int(min(settings.accessTokenTTL, session.absoluteExpiresAt.timeIntervalSince(now))),
                     refreshToken: refresh.value,
                     account: AccountSummary(stored: session.account)

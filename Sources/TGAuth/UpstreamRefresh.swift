@@ -30,7 +30,7 @@ struct UpstreamRotation: Sendable {
     var forced: Bool
 }
 
-extension AuthService {
+extension UpstreamTokens {
     /// Holding the grant's advisory lock (so no other instance refreshes it meanwhile), but no
     /// pooled connection and no transaction: use a token another holder stored while this one
     /// waited, else refresh once, unless the grant is in its backoff window, and write the

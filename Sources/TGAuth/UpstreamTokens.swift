@@ -1,8 +1,8 @@
 import Foundation
-import Logging
-import TGBase
-import TGOIDC
-import TGStore
+public import Logging
+public import TGBase
+public import TGOIDC
+public import TGStore
 
 /// An API behind TokenGate: the provider whose tokens it takes and the scopes they need.
 public struct UpstreamResource: Sendable, Equatable {
@@ -20,15 +20,66 @@ public struct UpstreamResource: Sendable, Equatable {
     }
 }
 
-extension AuthService {
+/// Upstream access tokens, from memory, the database or one refresh across every instance, and
+/// the sessions of API calls, from memory when this instance saw them lately. Owns this
+/// instance's ``CredentialCache`` and keeps it coherent (``followInvalidations(databaseURL:)``).
+public final class UpstreamTokens: Sendable {
+    let store: Store
+    let vault: TokenVault
+    let providers: [String: OpenIDProvider]
+    /// The APIs whose tokens apps may ask for, by name.
+    let resources: [String: UpstreamResource]
+    let settings: AuthSettings
+    /// Sessions and upstream tokens this instance holds in memory.
+    let cache: CredentialCache
+    let sessions: Sessions
+    let clock: WallClock
+    /// Refresh outcomes, single-flight waits.
+    let metrics: AuthMetrics
+    let logger: Logger
+    let refreshes = SingleFlight<String, UpstreamAccessToken>()
+    /// Grants this instance knows to be in their refresh backoff window.
+    let refreshBackoff = BackoffWindows<UUID>()
+    /// Providers this instance knows to be failing as a whole, until their next attempt.
+    let providerBackoff = BackoffWindows<String>()
+    /// When this instance last wrote a provider's success for the safety valve, and last saw
+    /// its client accepted.
+    let providerMarks = ProviderMarks()
+    /// Upstream rotations this instance wrote lately, written again after a failover.
+    let recentRotations = RecentRotations()
+
+    public init(
+        store: Store,
+        vault: TokenVault,
+        providers: [String: OpenIDProvider],
+        resources: [String: UpstreamResource],
+        settings: AuthSettings,
+        cache: CredentialCache,
+        sessions: Sessions,
+        clock: WallClock = .system,
+        metrics: AuthMetrics = AuthMetrics(),
+        logger: Logger
+    ) {
+        self.store = store
+        self.vault = vault
+        self.providers = providers
+        self.resources = resources
+        self.settings = settings
+        self.cache = cache
+        self.sessions = sessions
+        self.clock = clock
+        self.metrics = metrics
+        self.logger = logger
+    }
+
     /// The session of a bearer token, for API calls: from memory when this instance saw it lately
     /// (so calls keep working while the database is away), else from the database.
     public func authenticateForAPI(accessToken: String) async throws -> SessionContext {
-        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Self.invalidAccessToken }
+        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Sessions.invalidAccessToken }
         let now = clock.now()
         if let context = cache.session(hash, now: now) { return context }
         let ticket = cache.ticket()
-        guard let context = try await session(hash: hash, requireValid: true) else { throw Self.invalidAccessToken }
+        guard let context = try await sessions.session(hash: hash, requireValid: true) else { throw Sessions.invalidAccessToken }
         cache.store(session: context, hash: hash, validUntil: min(context.accessTokenExpiresAt, context.expiresAt), ticket: ticket)
         return context
     }
@@ -41,7 +92,7 @@ extension AuthService {
 
     /// The same for a token still in its header (hashed in place, not copied).
     public func cachedSessionForAPI(accessToken: Substring) throws -> SessionContext? {
-        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Self.invalidAccessToken }
+        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Sessions.invalidAccessToken }
         return cache.session(hash, now: clock.now())
     }
 
@@ -155,6 +206,15 @@ extension AuthService {
             let scopes = key.isEmpty ? [] : key.split(separator: " ").map(String.init)
             return (key, UpstreamAccessToken(value: tokens.accessToken, expiresAt: expiresAt, scopes: scopes, issuedAt: now))
         }
+    }
+
+    /// A ticket for caching what a login stored (``cache(_:account:ticket:)``), taken before
+    /// the login's transaction.
+    func cacheTicket() -> CredentialCache.Ticket { cache.ticket() }
+
+    /// The login's access tokens (``loginAccessTokens(_:provider:now:)``) once its transaction committed.
+    func cache(_ tokens: [(scopeKey: String, token: UpstreamAccessToken)], account: UUID, ticket: CredentialCache.Ticket) {
+        for (scopeKey, token) in tokens { cache.store(token: token, account: account, scopeKey: scopeKey, ticket: ticket) }
     }
 
     /// Not expiring before the refresh margin: the shorter of the configured margin and a quarter
@@ -276,11 +336,11 @@ extension AuthService {
 /// The scopes an API asks for, with the token cache's key for them made once.
 public struct UpstreamScopes: Sendable {
     public let scopes: [String]
-    /// ``AuthService/scopeKey(_:)`` of ``scopes``.
+    /// ``UpstreamTokens/scopeKey(_:)`` of ``scopes``.
     let key: String
 
     public init(_ scopes: [String]) {
         self.scopes = scopes
-        key = AuthService.scopeKey(scopes)
+        key = UpstreamTokens.scopeKey(scopes)
     }
 }

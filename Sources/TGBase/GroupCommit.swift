@@ -1,21 +1,20 @@
 import Foundation
+import Synchronization
 
 /// Sends many small requests as one statement (group commit): while one statement runs, the
 /// requests that arrive wait and go together in the next. No timer: a request that finds nothing
 /// running goes at once, so an idle process adds no latency and a busy one sends a statement per
 /// round trip rather than per request. With `distinct`, requests with the same key never share a
 /// statement: a second one waits for the next.
-public final class GroupCommit<Input: Sendable, Output: Sendable>: @unchecked Sendable {
-    // Invariant: `pending` and `running` are only accessed with `lock` held.
-    private let lock = NSLock()
-    private var pending: [Waiter] = []
-    private var running = false
+public final class GroupCommit<Input: Sendable, Output: Sendable>: Sendable {
+    /// The requests waiting for the next statement, and whether a drain is running.
+    private let state = Mutex<(pending: [Waiter], running: Bool)>(([], false))
     private let maxBatch: Int
     private let distinct: (@Sendable (Input) -> String)?
     /// One statement for a batch: one output per input, in order; or the error that failed it.
     private let statement: @Sendable ([Input]) async -> Result<[Output], any Error>
 
-    private struct Waiter {
+    private struct Waiter: Sendable {
         var input: Input
         var continuation: CheckedContinuation<Result<Output, any Error>, Never>
     }
@@ -31,15 +30,15 @@ public final class GroupCommit<Input: Sendable, Output: Sendable>: @unchecked Se
     }
 
     /// Requests waiting for the next statement (tests).
-    public var waiting: Int { lock.withLock { pending.count } }
+    public var waiting: Int { state.withLock { $0.pending.count } }
 
     /// `input`'s output from the next statement, or the error that failed that statement.
     public func submit(_ input: Input) async -> Result<Output, any Error> {
         await withCheckedContinuation { continuation in
-            let starts: Bool = lock.withLock {
-                pending.append(Waiter(input: input, continuation: continuation))
-                guard !running else { return false }
-                running = true
+            let starts: Bool = state.withLock { state in
+                state.pending.append(Waiter(input: input, continuation: continuation))
+                guard !state.running else { return false }
+                state.running = true
                 return true
             }
             if starts { Task { await self.drain() } }
@@ -49,16 +48,16 @@ public final class GroupCommit<Input: Sendable, Output: Sendable>: @unchecked Se
     /// Sends what is pending, statement after statement, until nothing is.
     private func drain() async {
         while true {
-            let batch: [Waiter] = lock.withLock {
+            let batch: [Waiter] = state.withLock { state in
                 var batch: [Waiter] = []
                 var rest: [Waiter] = []
                 var keys = Set<String>()
-                for waiter in pending {
+                for waiter in state.pending {
                     let fits = batch.count < maxBatch && (distinct.map { keys.insert($0(waiter.input)).inserted } ?? true)
                     if fits { batch.append(waiter) } else { rest.append(waiter) }
                 }
-                pending = rest
-                if batch.isEmpty { running = false }
+                state.pending = rest
+                if batch.isEmpty { state.running = false }
                 return batch
             }
             guard !batch.isEmpty else { return }

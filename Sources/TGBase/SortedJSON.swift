@@ -14,9 +14,15 @@ public enum SortedJSON {
 
     /// `value` as compact JSON with sorted keys and without escaped slashes.
     public static func data(_ value: JSONValue) -> [UInt8]? {
+        try? encode(value)
+    }
+
+    /// Any `Encodable` value (a `Codable` document, or ``JSONValue`` for open-ended members),
+    /// encoded once: compact, keys sorted, slashes not escaped.
+    public static func encode(_ value: some Encodable) throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? encoder.encode(value)).map { Array($0) }
+        return Array(try encoder.encode(value))
     }
 
     /// The same as text.

@@ -8,6 +8,8 @@ import Foundation
 /// consumer brings the queue down to `highWater / 2`, so the producer can resume.
 final class BodyChannel: @unchecked Sendable {
     // Invariant: every field is only accessed with `lock` held.
+    // NSLock, not Mutex: taken in libcurl's callbacks on the event threads too, where
+    // ThreadSanitizer reports Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
     private let lock = NSLock()
     private var chunks: [[UInt8]] = []
     private var head = 0

@@ -19,6 +19,8 @@ import Foundation
 final class EasyHandlePool: @unchecked Sendable {
     // Invariant: `spare` and `spareCompact` are only accessed with `lock` held; a handle in either
     // is attached to no multi handle and owned by the pool alone.
+    // NSLock, not Mutex: taken in libcurl's callbacks on the event threads too, where
+    // ThreadSanitizer reports Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
     private let lock = NSLock()
     private var spare: [EasyHandle] = []
     private var spareCompact: [EasyHandle] = []

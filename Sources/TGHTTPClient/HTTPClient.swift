@@ -57,6 +57,8 @@ public final class HTTPClient: @unchecked Sendable {
     /// The loop this client made for itself (none when given one), stopped with it.
     private let ownLoop: EventLoop?
     let multi: OpaquePointer
+    // NSLock, not Mutex: taken in libcurl's callbacks on the event threads too, where
+    // ThreadSanitizer reports Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
     private let lock = NSLock()
     private var stopping = false
     /// The transfers in the multi handle, each at its ``Transfer/activeIndex`` (no hashing per

@@ -12,6 +12,8 @@ import Foundation
 /// for correctness (write with an optimistic version check).
 public final class PostgresAdvisoryLocks: @unchecked Sendable {
     // Invariant: `held`, `current` and `connecting` are only accessed with `lock` held.
+    // NSLock, not Mutex: taken on libpq's worker threads too, where ThreadSanitizer reports
+    // Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
     private let lock = NSLock()
     private var held: Set<Int64> = []
     private var current: PostgresConnection?

@@ -29,6 +29,8 @@ public final class PostgresClient: @unchecked Sendable {
     }
 
     // Invariant: `idle`, `open`, `waiters` and `closed` are only accessed with `lock` held.
+    // NSLock, not Mutex: taken on libpq's worker threads too, where ThreadSanitizer reports
+    // Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
     private let lock = NSLock()
     private var idle: [PostgresConnection] = []
     private var open = 0

@@ -14,9 +14,12 @@ public final class PostgresConnection: @unchecked Sendable {
     //   from any thread.
     private var connection: OpaquePointer?
     private let worker: WorkerThread
+    // NSLock, not Mutex: taken on libpq's worker threads too, where ThreadSanitizer reports
+    // Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
     private let lock = NSLock()
     private let cancelHandle: OpaquePointer?
     private var broken = false
+    // A condition variable (the worker waits while a cancel request is on its way), which Mutex lacks.
     private let cancellation = NSCondition()
     /// Statements submitted so far; each execution's number.
     private var executions: UInt64 = 0

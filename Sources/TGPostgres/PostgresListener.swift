@@ -16,6 +16,8 @@ public final class PostgresListener: @unchecked Sendable {
     // Invariants: `connection` is used only on the listener thread; `channels`, `running` and
     // `continuation` are only accessed with `lock` held.
     private let url: String
+    // NSLock, not Mutex: taken on libpq's worker threads too, where ThreadSanitizer reports
+    // Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
     private let lock = NSLock()
     private var channels: Set<String>
     private var running = true

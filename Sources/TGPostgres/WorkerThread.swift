@@ -8,6 +8,7 @@ import Foundation
 final class WorkerThread: @unchecked Sendable {
     // Invariant: `jobs` and `stopping` are only accessed with `condition` locked; the thread is
     // started once in init and exits after `stop()` once the queue is empty.
+    // A condition variable (the thread sleeps until a job comes), which Mutex lacks.
     private let condition = NSCondition()
     private var jobs: [() -> Void] = []
     private var stopping = false

@@ -123,7 +123,7 @@ public struct AccountStore: Sendable {
             """
         )
         guard let row = rows.first else { throw StoreError.noRowReturned("accounts") }
-        return try row.decode(UUID.self, "id")
+        return try row.value(UUID.self, "id")
     }
 
     /// The id of the account of (provider, issuer, subject), whatever its state; nil when there is none.
@@ -131,7 +131,7 @@ public struct AccountStore: Sendable {
         let rows = try await executor.query(
             "SELECT id FROM accounts WHERE provider = \(provider) AND issuer = \(issuer) AND subject = \(subject)"
         )
-        return try rows.first?.decode(UUID.self, "id")
+        return try rows.first?.value(UUID.self, "id")
     }
 
     /// The account, if it is active.
@@ -186,7 +186,7 @@ public struct AccountStore: Sendable {
             RETURNING a.id
             """
         )
-        let ids = try rows.rows.map { try $0.decode(UUID.self, "id") }
+        let ids = try rows.rows.map { try $0.value(UUID.self, "id") }
         guard !ids.isEmpty else { return [] }
         try await executor.query(
             """
@@ -237,7 +237,7 @@ public struct AccountStore: Sendable {
             """
         )
         let queued = try rows.rows.compactMap { row in
-            try row.decode(UUID?.self, "revocation_id") == nil ? nil : try StoredRevocation(row: row)
+            try row.value(UUID?.self, "revocation_id") == nil ? nil : try StoredRevocation(row: row)
         }
         return (rows.count, queued)
     }
@@ -271,15 +271,15 @@ public struct AccountStore: Sendable {
             """
         )
         guard let row = rows.first else { return nil }
-        let fault = try row.decode(String?.self, "fault_provider") == nil ? nil : try ProviderFault(row: row)
+        let fault = try row.value(String?.self, "fault_provider") == nil ? nil : try ProviderFault(row: row)
         return StoredGrant(
-            refreshToken: try row.decode(SealedBlob.self, "refresh_token"),
-            version: try row.decode(Int.self, "version"),
-            policy: try row.decode(String?.self, "policy"),
-            refreshFailures: try row.decode(Int.self, "refresh_failures"),
-            refreshRetryAt: try row.decode(Date?.self, "refresh_retry_at"),
-            forcedRefreshAt: try row.decode(Date?.self, "forced_refresh_at"),
-            accountState: try row.decode(String.self, "state"),
+            refreshToken: try row.value(SealedBlob.self, "refresh_token"),
+            version: try row.value(Int.self, "version"),
+            policy: try row.value(String?.self, "policy"),
+            refreshFailures: try row.value(Int.self, "refresh_failures"),
+            refreshRetryAt: try row.value(Date?.self, "refresh_retry_at"),
+            forcedRefreshAt: try row.value(Date?.self, "forced_refresh_at"),
+            accountState: try row.value(String.self, "state"),
             providerFault: fault
         )
     }
@@ -288,7 +288,7 @@ public struct AccountStore: Sendable {
     public func logoutHint(_ account: UUID) async throws -> (idTokenHint: SealedBlob?, policy: String?)? {
         let rows = try await executor.query("SELECT id_token_hint, policy FROM upstream_grants WHERE account_id = \(account)")
         guard let row = rows.first else { return nil }
-        return (try row.decode(SealedBlob?.self, "id_token_hint"), try row.decode(String?.self, "policy"))
+        return (try row.value(SealedBlob?.self, "id_token_hint"), try row.value(String?.self, "policy"))
     }
 
     /// Claims the grant at `version` for one refresh until `until` (migration 0011), for a
@@ -381,9 +381,9 @@ public struct AccountStore: Sendable {
         )
         guard let row = rows.first else { return nil }
         return StoredAccessToken(
-            sealed: try row.decode(SealedBlob.self, "access_token"),
-            expiresAt: try row.decode(Date.self, "expires_at"),
-            issuedAt: try row.decode(Date.self, "created_at")
+            sealed: try row.value(SealedBlob.self, "access_token"),
+            expiresAt: try row.value(Date.self, "expires_at"),
+            issuedAt: try row.value(Date.self, "created_at")
         )
     }
 }

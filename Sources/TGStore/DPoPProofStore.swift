@@ -37,14 +37,14 @@ public struct DPoPProofStore: Sendable {
             RETURNING encode(proof_key, 'hex') AS k
             """
         )
-        var inserted = Set(try result.rows.map { try $0.decode(String.self, "k") })
+        var inserted = Set(try result.rows.map { try $0.value(String.self, "k") })
         // A key twice in one batch is inserted once: the first asker has it.
         return hex.map { inserted.remove($0) != nil }
     }
 
     /// Whether `error` (of a statement) means the database could not be reached.
     public static func isUnreachable(_ error: any Error) -> Bool {
-        (error as? PostgresError)?.isUnavailable == true
+        (error as? StoreError)?.kind == .unavailable
     }
 
     /// Forgets up to `limit` proofs past their window (they are refused as too old anyway).

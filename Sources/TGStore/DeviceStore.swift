@@ -17,7 +17,7 @@ public struct DeviceStore: Sendable {
             RETURNING id
             """
         )
-        return try rows.first?.decode(UUID.self, "id")
+        return try rows.first?.value(UUID.self, "id")
     }
 
     /// Marks the device of `session` as seen now (a device in use keeps its secret alive).
@@ -34,7 +34,7 @@ public struct DeviceStore: Sendable {
             """
         )
         guard let row = rows.first else { throw StoreError.noRowReturned("devices") }
-        return try row.decode(UUID.self, "id")
+        return try row.value(UUID.self, "id")
     }
 
     /// Removes a device: its sessions and pending logins go with it; its transfer codes then name

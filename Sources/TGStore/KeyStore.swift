@@ -24,11 +24,11 @@ public struct KeyStore: Sendable {
             """
         )
         for row in rows.rows {
-            let account = try row.decode(UUID.self, "account_id")
+            let account = try row.value(UUID.self, "account_id")
             let (token, hint) = try reseal(
                 account,
-                try row.decode(SealedBlob.self, "refresh_token"),
-                try row.decode(SealedBlob?.self, "id_token_hint")
+                try row.value(SealedBlob.self, "refresh_token"),
+                try row.value(SealedBlob?.self, "id_token_hint")
             )
             try await executor.query(
                 "UPDATE upstream_grants SET key_id = \(current), id_token_hint = \(hint), refresh_token = \(token) WHERE account_id = \(account)"
@@ -50,9 +50,9 @@ public struct KeyStore: Sendable {
             """
         )
         for row in rows.rows {
-            let account = try row.decode(UUID.self, "account_id")
-            let scopeKey = try row.decode(String.self, "scope_key")
-            let token = try reseal(account, scopeKey, try row.decode(SealedBlob.self, "access_token"))
+            let account = try row.value(UUID.self, "account_id")
+            let scopeKey = try row.value(String.self, "scope_key")
+            let token = try reseal(account, scopeKey, try row.value(SealedBlob.self, "access_token"))
             try await executor.query(
                 """
                 UPDATE upstream_access_tokens SET access_token = \(token), key_id = \(current)
@@ -73,8 +73,8 @@ public struct KeyStore: Sendable {
             """
         )
         for row in rows.rows {
-            let stateHash = try row.decode(TokenHash.self, "state_hash")
-            let verifier = try reseal(stateHash, try row.decode(SealedBlob.self, "code_verifier"))
+            let stateHash = try row.value(TokenHash.self, "state_hash")
+            let verifier = try reseal(stateHash, try row.value(SealedBlob.self, "code_verifier"))
             try await executor.query("UPDATE pending_logins SET code_verifier = \(verifier), key_id = \(current) WHERE state_hash = \(stateHash)")
         }
         return rows.count
@@ -89,8 +89,8 @@ public struct KeyStore: Sendable {
             """
         )
         for row in rows.rows {
-            let id = try row.decode(UUID.self, "id")
-            let token = try reseal(try row.decode(UUID.self, "account_id"), try row.decode(SealedBlob.self, "refresh_token"))
+            let id = try row.value(UUID.self, "id")
+            let token = try reseal(try row.value(UUID.self, "account_id"), try row.value(SealedBlob.self, "refresh_token"))
             try await executor.query("UPDATE upstream_revocations SET refresh_token = \(token), key_id = \(current) WHERE id = \(id)")
         }
         return rows.count
@@ -106,6 +106,6 @@ public struct KeyStore: Sendable {
               + (SELECT count(*) FROM pending_logins WHERE key_id <> \(current)) AS remaining
             """
         )
-        return try rows.first?.decode(Int.self, "remaining") ?? 0
+        return try rows.first?.value(Int.self, "remaining") ?? 0
     }
 }

@@ -104,18 +104,18 @@ public struct LoginStateStore: Sendable {
         guard let row = rows.first else { return nil }
         return PendingLoginRecord(
             stateHash: stateHash,
-            clientID: try row.decode(String.self, "client_id"),
-            redirectURI: try row.decode(String.self, "redirect_uri"),
-            appState: try row.decode(String?.self, "app_state") ?? "",
-            codeChallenge: try row.decode(String.self, "code_challenge"),
-            provider: try row.decode(String.self, "provider"),
-            policy: try row.decode(String?.self, "policy"),
-            nonce: try row.decode(String.self, "nonce"),
-            codeVerifier: try row.decode(SealedBlob.self, "code_verifier"),
-            keyID: try row.decode(String.self, "key_id"),
-            issuer: try row.decode(String.self, "issuer"),
-            createdAt: try row.decode(Date.self, "created_at"),
-            expiresAt: try row.decode(Date.self, "expires_at")
+            clientID: try row.value(String.self, "client_id"),
+            redirectURI: try row.value(String.self, "redirect_uri"),
+            appState: try row.value(String?.self, "app_state") ?? "",
+            codeChallenge: try row.value(String.self, "code_challenge"),
+            provider: try row.value(String.self, "provider"),
+            policy: try row.value(String?.self, "policy"),
+            nonce: try row.value(String.self, "nonce"),
+            codeVerifier: try row.value(SealedBlob.self, "code_verifier"),
+            keyID: try row.value(String.self, "key_id"),
+            issuer: try row.value(String.self, "issuer"),
+            createdAt: try row.value(Date.self, "created_at"),
+            expiresAt: try row.value(Date.self, "expires_at")
         )
     }
 
@@ -161,14 +161,14 @@ public struct LoginStateStore: Sendable {
         )
         guard let row = rows.first else { return nil }
         return HandoffCodeRecord(
-            account: try row.decode(UUID.self, "account_id"),
-            clientID: try row.decode(String.self, "client_id"),
-            redirectURI: try row.decode(String.self, "redirect_uri"),
-            codeChallenge: try row.decode(String.self, "code_challenge"),
-            expiresAt: try row.decode(Date.self, "expires_at"),
-            redeemedAt: try row.decode(Date?.self, "redeemed_at"),
-            session: try row.decode(UUID?.self, "session_id"),
-            providerSessionID: try row.decode(String?.self, "provider_sid")
+            account: try row.value(UUID.self, "account_id"),
+            clientID: try row.value(String.self, "client_id"),
+            redirectURI: try row.value(String.self, "redirect_uri"),
+            codeChallenge: try row.value(String.self, "code_challenge"),
+            expiresAt: try row.value(Date.self, "expires_at"),
+            redeemedAt: try row.value(Date?.self, "redeemed_at"),
+            session: try row.value(UUID?.self, "session_id"),
+            providerSessionID: try row.value(String?.self, "provider_sid")
         )
     }
 

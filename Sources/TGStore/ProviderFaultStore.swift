@@ -24,13 +24,13 @@ public struct ProviderFault: Sendable, Equatable {
     public var clientCheckedAt: Date?
 
     init(row: PostgresRow) throws {
-        kind = try row.decode(String?.self, "kind").flatMap(Kind.init(rawValue:))
-        reason = try row.decode(String?.self, "reason")
-        failingSince = try row.decode(Date?.self, "failing_since")
-        retryAt = try row.decode(Date?.self, "retry_at")
-        failures = try row.decode(Int.self, "failures")
-        restoreFrom = try row.decode(Date?.self, "restore_from")
-        clientCheckedAt = try row.decode(Date?.self, "client_checked_at")
+        kind = try row.value(String?.self, "kind").flatMap(Kind.init(rawValue:))
+        reason = try row.value(String?.self, "reason")
+        failingSince = try row.value(Date?.self, "failing_since")
+        retryAt = try row.value(Date?.self, "retry_at")
+        failures = try row.value(Int.self, "failures")
+        restoreFrom = try row.value(Date?.self, "restore_from")
+        clientCheckedAt = try row.value(Date?.self, "client_checked_at")
     }
 }
 
@@ -138,7 +138,7 @@ public struct ProviderFaultStore: Sendable {
               AND (f.last_success_at IS NULL OR r.rejected_at >= f.last_success_at)
             """
         )
-        return try rows.first?.decode(Int.self, "n") ?? 0
+        return try rows.first?.value(Int.self, "n") ?? 0
     }
 
     /// A grant refreshed now: the valve counts only rejections after the last success. Cheap

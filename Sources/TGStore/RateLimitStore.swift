@@ -49,9 +49,9 @@ public struct RateLimitStore: Sendable {
         )
         var takes: [String: Take] = [:]
         for row in result.rows {
-            takes[try row.decode(String.self, "client")] = Take(
-                granted: try row.decode(Int.self, "granted"),
-                remaining: try row.decode(Double.self, "tokens")
+            takes[try row.value(String.self, "client")] = Take(
+                granted: try row.value(Int.self, "granted"),
+                remaining: try row.value(Double.self, "tokens")
             )
         }
         guard takes.count == wants.count else { throw StoreError.noRowReturned("rate_limit_buckets") }

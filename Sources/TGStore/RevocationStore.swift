@@ -11,12 +11,12 @@ public struct StoredRevocation: Sendable {
     public var attempts: Int
 
     init(row: PostgresRow) throws {
-        id = try row.decode(UUID.self, "revocation_id")
-        account = try row.decode(UUID.self, "account_id")
-        provider = try row.decode(String.self, "provider")
-        policy = try row.decode(String?.self, "policy")
-        sealed = try row.decode(SealedBlob.self, "refresh_token")
-        attempts = try row.decode(Int.self, "attempts")
+        id = try row.value(UUID.self, "revocation_id")
+        account = try row.value(UUID.self, "account_id")
+        provider = try row.value(String.self, "provider")
+        policy = try row.value(String?.self, "policy")
+        sealed = try row.value(SealedBlob.self, "refresh_token")
+        attempts = try row.value(Int.self, "attempts")
     }
 }
 
@@ -31,7 +31,7 @@ public struct RevocationStore: Sendable {
     /// Drops the entries past their age limit; returns each one's provider.
     public func dropExpired(now: Date) async throws -> [String] {
         let rows = try await executor.query("DELETE FROM upstream_revocations WHERE give_up_at <= \(now) RETURNING provider")
-        return rows.rows.map { (try? $0.decode(String.self, "provider")) ?? "?" }
+        return rows.rows.map { (try? $0.value(String.self, "provider")) ?? "?" }
     }
 
     /// Claims up to `limit` due entries until `leaseUntil`, so that other instances leave them

@@ -3,6 +3,18 @@ public import TGPostgres
 /// TokenGate's schema, as the numbered SQL files in `db/migrations/` (compiled into the binary).
 /// Add a file there and a line here; a test checks that the two agree.
 public enum SchemaMigrations {
+    /// What of ``all`` `database` has applied and what is pending; a failure is a ``StoreError``.
+    public static func status(_ database: PostgresClient) async throws -> Migrator.Status {
+        try await StoreError.mapping { try await Migrator(migrations: all).status(database) }
+    }
+
+    /// Applies what of ``all`` is pending (``Migrator/migrate(_:)``, several instances at once
+    /// safely); returns what it applied. A failure is a ``StoreError`` or a `MigrationError`.
+    @discardableResult
+    public static func migrate(_ database: PostgresClient) async throws -> [Migration] {
+        try await StoreError.mapping { try await Migrator(migrations: all).migrate(database) }
+    }
+
     public static let all: [Migration] = [
         migration(1, "initial", PackageResources._001_initial_sql),
         migration(2, "auth_flow", PackageResources._002_auth_flow_sql),

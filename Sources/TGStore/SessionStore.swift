@@ -120,13 +120,13 @@ public struct SessionStore: Sendable {
         )
         guard let row = rows.first else { return nil }
         return StoredSession(
-            id: try row.decode(UUID.self, "session_id"),
-            deviceID: try row.decode(UUID.self, "device_id"),
-            clientID: try row.decode(String.self, "client_id"),
+            id: try row.value(UUID.self, "session_id"),
+            deviceID: try row.value(UUID.self, "device_id"),
+            clientID: try row.value(String.self, "client_id"),
             account: try StoredAccount(row: row),
-            expiresAt: try row.decode(Date.self, "expires_at"),
-            accessExpiresAt: try row.decode(Date.self, "access_expires_at"),
-            dpopJKT: try row.decode(String?.self, "dpop_jkt")
+            expiresAt: try row.value(Date.self, "expires_at"),
+            accessExpiresAt: try row.value(Date.self, "access_expires_at"),
+            dpopJKT: try row.value(String?.self, "dpop_jkt")
         )
     }
 
@@ -177,7 +177,7 @@ public struct SessionStore: Sendable {
                 )
             }
         }
-        return try rows.rows.map { try $0.decode(UUID.self, "account_id") }
+        return try rows.rows.map { try $0.value(UUID.self, "account_id") }
     }
 
     /// Ends the device's sessions that expired (idle or absolute) or whose account went stale.
@@ -191,7 +191,7 @@ public struct SessionStore: Sendable {
             RETURNING s.account_id
             """
         )
-        return try rows.rows.map { try $0.decode(UUID.self, "account_id") }
+        return try rows.rows.map { try $0.value(UUID.self, "account_id") }
     }
 
     /// What a new session starts with.
@@ -261,7 +261,7 @@ public struct SessionStore: Sendable {
             """
         )
         guard let row = rows.first else { throw StoreError.noRowReturned("sessions") }
-        return try row.decode(UUID.self, "id")
+        return try row.value(UUID.self, "id")
     }
 
     // MARK: - Refresh rotation
@@ -278,13 +278,13 @@ public struct SessionStore: Sendable {
         )
         guard let row = rows.first else { return nil }
         return RefreshingSession(
-            id: try row.decode(UUID.self, "session_id"),
-            clientID: try row.decode(String.self, "client_id"),
-            familyID: try row.decode(UUID.self, "family_id"),
-            expiresAt: try row.decode(Date.self, "expires_at"),
-            absoluteExpiresAt: try row.decode(Date.self, "absolute_expires_at"),
+            id: try row.value(UUID.self, "session_id"),
+            clientID: try row.value(String.self, "client_id"),
+            familyID: try row.value(UUID.self, "family_id"),
+            expiresAt: try row.value(Date.self, "expires_at"),
+            absoluteExpiresAt: try row.value(Date.self, "absolute_expires_at"),
             account: try StoredAccount(row: row),
-            dpopJKT: try row.decode(String?.self, "dpop_jkt")
+            dpopJKT: try row.value(String?.self, "dpop_jkt")
         )
     }
 
@@ -318,19 +318,19 @@ public struct SessionStore: Sendable {
         )
         guard let row = rows.first else { return nil }
         return RotatedSession(
-            id: try row.decode(UUID.self, "id"),
-            clientID: try row.decode(String.self, "client_id"),
-            familyID: try row.decode(UUID.self, "family_id"),
-            rotatedAt: try row.decode(Date?.self, "rotated_at"),
-            replay: try row.decode(SealedBlob?.self, "replay_response"),
-            dpopJKT: try row.decode(String?.self, "dpop_jkt")
+            id: try row.value(UUID.self, "id"),
+            clientID: try row.value(String.self, "client_id"),
+            familyID: try row.value(UUID.self, "family_id"),
+            rotatedAt: try row.value(Date?.self, "rotated_at"),
+            replay: try row.value(SealedBlob?.self, "replay_response"),
+            dpopJKT: try row.value(String?.self, "dpop_jkt")
         )
     }
 
     /// The family of a refresh token rotated away earlier, if it is still remembered.
     public func revokedFamily(refreshTokenHash hash: TokenHash) async throws -> UUID? {
         let rows = try await executor.query("SELECT family_id FROM revoked_refresh_tokens WHERE token_hash = \(hash)")
-        return try rows.first?.decode(UUID.self, "family_id")
+        return try rows.first?.value(UUID.self, "family_id")
     }
 
     // MARK: - Sweeping
@@ -361,9 +361,4 @@ public struct SessionStore: Sendable {
             "UPDATE sessions SET replay_response = NULL WHERE replay_response IS NOT NULL AND rotated_at <= \(rotatedBefore)"
         )
     }
-}
-
-/// A statement that must return a row returned none (a broken invariant of the schema).
-public enum StoreError: Error, Sendable, Equatable {
-    case noRowReturned(String)
 }

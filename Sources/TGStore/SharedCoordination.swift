@@ -12,14 +12,14 @@ public final class GrantLocks: Sendable {
 
     /// Runs `body` holding `account`'s lock. While another holder has it, `whileWaiting` is asked
     /// between attempts and its first non-nil answer is returned instead; past `deadline` this
-    /// throws a database error (``Store/isDatabaseFailure(_:)``).
+    /// throws a ``StoreError``.
     public func withLock<T>(
         _ account: UUID,
         deadline: ContinuousClock.Instant,
         whileWaiting: () async throws -> T?,
         _ body: () async throws -> T
     ) async throws -> T {
-        try await locks.withLock(Self.key(account), deadline: deadline, whileWaiting: whileWaiting, body)
+        try await StoreError.mapping { try await locks.withLock(Self.key(account), deadline: deadline, whileWaiting: whileWaiting, body) }
     }
 
     /// The lock key of an account: its id's first 64 bits (a collision only makes two grants
@@ -51,7 +51,7 @@ public final class InvalidationFeed: Sendable {
 
     /// Starts listening on `url` (not a pooled connection: LISTEN holds its connection).
     public init(url: String) throws {
-        let listener = try PostgresListener(url: url, channels: [Self.channel])
+        let listener = try StoreError.mappingNow { try PostgresListener(url: url, channels: [Self.channel]) }
         self.listener = listener
         events = AsyncStream { continuation in
             let task = Task {
@@ -76,5 +76,5 @@ public final class InvalidationFeed: Sendable {
 extension Store {
     /// Whether `error` came from the database (unreachable, timed out, refused a statement),
     /// rather than from the domain.
-    public static func isDatabaseFailure(_ error: any Error) -> Bool { error is PostgresError }
+    public static func isDatabaseFailure(_ error: any Error) -> Bool { error is StoreError }
 }

@@ -34,11 +34,15 @@ public final class Store: Sendable {
     /// `body` did (an error, a cancelled task); a connection that cannot give it back is closed,
     /// which releases it.
     public func exclusively<T: Sendable>(lockKey key: Int64, _ body: () async throws -> T) async throws -> T? {
+        try await StoreError.mapping { try await exclusivelyOnDriver(lockKey: key, body) }
+    }
+
+    private func exclusivelyOnDriver<T: Sendable>(lockKey key: Int64, _ body: () async throws -> T) async throws -> T? {
         try await database.withConnection { holder in
             // Not cancellable: a cancel that reached the statement after it took the lock would
             // leave the lock on the pooled connection with no one to give it back.
             let locked = try await holder.queryIgnoringCancellation("SELECT pg_try_advisory_lock(\(key)) AS locked")
-            guard try locked.first?.decode(Bool.self, "locked") == true else { return nil }
+            guard try locked.first?.value(Bool.self, "locked") == true else { return nil }
             let result: Result<T, any Error>
             do { result = .success(try await body()) } catch { result = .failure(error) }
             do {
@@ -52,8 +56,10 @@ public final class Store: Sendable {
 
     /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
     public func transaction<T>(_ body: (StoreTransaction) async throws -> T) async throws -> T {
-        try await database.withTransaction { connection in
-            try await body(StoreTransaction(connection: connection))
+        try await StoreError.mapping {
+            try await database.withTransaction { connection in
+                try await body(StoreTransaction(connection: connection))
+            }
         }
     }
 }
@@ -81,9 +87,11 @@ enum Executor: Sendable {
 
     @discardableResult
     func query(_ query: PostgresQuery) async throws -> PostgresRows {
-        switch self {
-        case .pool(let client): try await client.query(query)
-        case .connection(let connection): try await connection.query(query)
+        try await StoreError.mapping {
+            switch self {
+            case .pool(let client): try await client.query(query)
+            case .connection(let connection): try await connection.query(query)
+            }
         }
     }
 }

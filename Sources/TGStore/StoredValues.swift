@@ -62,12 +62,12 @@ public struct StoredAccount: Sendable, Equatable {
     public var state: String
 
     init(row: PostgresRow, idColumn: String = "id") throws {
-        id = try row.decode(UUID.self, idColumn)
-        provider = try row.decode(String.self, "provider")
-        issuer = try row.decode(String.self, "issuer")
-        subject = try row.decode(String.self, "subject")
-        tenant = try row.decode(String?.self, "tenant")
-        claims = try row.decode(String.self, "claims")
-        state = try row.decode(String.self, "state")
+        id = try row.value(UUID.self, idColumn)
+        provider = try row.value(String.self, "provider")
+        issuer = try row.value(String.self, "issuer")
+        subject = try row.value(String.self, "subject")
+        tenant = try row.value(String?.self, "tenant")
+        claims = try row.value(String.self, "claims")
+        state = try row.value(String.self, "state")
     }
 }

@@ -78,15 +78,15 @@ public struct TransferCodeStore: Sendable {
         )
         guard let row = rows.first else { return nil }
         return TransferCodeRecord(
-            clientID: try row.decode(String.self, "client_id"),
-            device: try row.decode(UUID?.self, "device_id"),
-            accounts: try row.decode([UUID].self, "account_ids"),
-            codeChallenge: try row.decode(String.self, "code_challenge"),
-            failedAttempts: try row.decode(Int.self, "failed_attempts"),
-            expiresAt: try row.decode(Date.self, "expires_at"),
-            redeemedAt: try row.decode(Date?.self, "redeemed_at"),
-            redeemedDevice: try row.decode(UUID?.self, "redeemed_device_id"),
-            replay: try row.decode(SealedBlob?.self, "replay_response")
+            clientID: try row.value(String.self, "client_id"),
+            device: try row.value(UUID?.self, "device_id"),
+            accounts: try row.value([UUID].self, "account_ids"),
+            codeChallenge: try row.value(String.self, "code_challenge"),
+            failedAttempts: try row.value(Int.self, "failed_attempts"),
+            expiresAt: try row.value(Date.self, "expires_at"),
+            redeemedAt: try row.value(Date?.self, "redeemed_at"),
+            redeemedDevice: try row.value(UUID?.self, "redeemed_device_id"),
+            replay: try row.value(SealedBlob?.self, "replay_response")
         )
     }
 
@@ -96,7 +96,7 @@ public struct TransferCodeStore: Sendable {
         let rows = try await executor.query(
             "UPDATE transfer_codes SET failed_attempts = failed_attempts + 1 WHERE code_hash = \(codeHash) RETURNING failed_attempts"
         )
-        guard let attempts = try rows.first?.decode(Int.self, "failed_attempts") else { return false }
+        guard let attempts = try rows.first?.value(Int.self, "failed_attempts") else { return false }
         guard attempts < maxAttempts else {
             try await executor.query("DELETE FROM transfer_codes WHERE code_hash = \(codeHash)")
             return false
@@ -138,9 +138,9 @@ public struct TransferCodeStore: Sendable {
         return try rows.rows.map { row in
             TransferableSession(
                 account: try StoredAccount(row: row),
-                absoluteExpiresAt: try row.decode(Date.self, "absolute_expires_at"),
-                createdAt: try row.decode(Date.self, "created_at"),
-                providerSessionID: try row.decode(String?.self, "provider_sid")
+                absoluteExpiresAt: try row.value(Date.self, "absolute_expires_at"),
+                createdAt: try row.value(Date.self, "created_at"),
+                providerSessionID: try row.value(String?.self, "provider_sid")
             )
         }
     }

@@ -44,6 +44,7 @@ public final class ScriptedHTTPServer: @unchecked Sendable {
     private let listener: Int32
     public let port: UInt16
     private let handler: @Sendable (Request) -> Action
+    // NSLock, like the rest of TGTesting (``Locked``): its threads are not Swift tasks.
     private let lock = NSLock()
     private var connections = 0
     private var requests = 0

@@ -3,14 +3,15 @@ import Foundation
 import TGApp
 import TGAuth
 import TGPostgres
+import TGStore
 
-/// Builds the auth service a maintenance command works with (no HTTP server).
-private func withAuthService<T>(_ options: ConfigOption, _ body: (AuthService) async throws -> T) async throws -> T {
+/// Builds the auth flow's pieces a maintenance command works with (no HTTP server).
+private func withAuthServices<T>(_ options: ConfigOption, _ body: (AuthServices) async throws -> T) async throws -> T {
     let configuration = try options.load()
     let logger = TokenGateApp.makeLogger(configuration)
     let database = TokenGateApp.makeDatabase(configuration)
     defer { database.shutdown() }
-    let auth = try TokenGateApp.makeAuthService(
+    let auth = try TokenGateApp.makeAuthServices(
         configuration,
         database: database,
         providers: try TokenGateApp.makeProviders(configuration),
@@ -18,14 +19,14 @@ private func withAuthService<T>(_ options: ConfigOption, _ body: (AuthService) a
     )
     do {
         return try await body(auth)
-    } catch let error as PostgresError {
+    } catch let error as StoreError {
         throw failure(error, command: "tokengate")
     }
 }
 
 /// Says what the database answered (never a query or a value) and gives exit code 1.
-func failure(_ error: PostgresError, command: String) -> ExitCode {
-    FileHandle.standardError.write(Data("\(command): \(error.description) (\(error.sqlState?.rawValue ?? "no SQLSTATE"))\n".utf8))
+func failure(_ error: StoreError, command: String) -> ExitCode {
+    FileHandle.standardError.write(Data("\(command): \(error.description)\n".utf8))
     return ExitCode(1)
 }
 
@@ -38,8 +39,8 @@ struct Sweep: AsyncParsableCommand {
     @OptionGroup var options: ConfigOption
 
     func run() async throws {
-        try await withAuthService(options) { auth in
-            guard let report = try await auth.sweep() else {
+        try await withAuthServices(options) { auth in
+            guard let report = try await auth.sweeper.sweep() else {
                 print("another sweeper holds the lock; nothing done")
                 return
             }
@@ -67,9 +68,10 @@ struct Keys: AsyncParsableCommand {
         @OptionGroup var options: ConfigOption
 
         func run() async throws {
-            try await withAuthService(options) { auth in
-                let report = try await auth.rotateKeys()
-                print("re-encrypted under \(auth.vault.currentKeyID): \(report.description)")
+            try await withAuthServices(options) { auth in
+                let rotation = auth.keyRotation
+                let report = try await rotation.rotateKeys()
+                print("re-encrypted under \(rotation.currentKeyID): \(report.description)")
                 if report.remaining > 0 { throw ExitCode(3) }
             }
         }

@@ -65,7 +65,7 @@ struct Serve: AsyncParsableCommand {
         } catch let error as Gateway.SchemaMismatch {
             logger.critical("database schema does not match this binary", metadata: ["problem": .string(error.description)])
             throw ExitCode(1)
-        } catch let error as PostgresError {
+        } catch let error as StoreError {
             logger.critical("database unreachable", metadata: ["error": .string(error.description)])
             throw ExitCode(1)
         } catch let error as Gateway.ListenerUnavailable {
@@ -88,7 +88,7 @@ struct Migrate: AsyncParsableCommand {
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
         do {
-            let applied = try await Migrator(migrations: SchemaMigrations.all).migrate(database)
+            let applied = try await SchemaMigrations.migrate(database)
             if applied.isEmpty {
                 print("schema is up to date (version \(SchemaMigrations.all.last?.version ?? 0))")
             }
@@ -96,7 +96,7 @@ struct Migrate: AsyncParsableCommand {
         } catch let error as MigrationError {
             FileHandle.standardError.write(Data("migrate: \(error.description)\n".utf8))
             throw ExitCode(1)
-        } catch let error as PostgresError {
+        } catch let error as StoreError {
             throw failure(error, command: "migrate")
         }
     }

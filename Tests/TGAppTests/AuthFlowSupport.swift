@@ -33,7 +33,7 @@ struct AuthFlowHarness {
 
     let fake: FakeIdentityProvider
     let server: HTTPServer
-    let auth: AuthService
+    let auth: AuthServices
     let database: PostgresClient
     let clock: ManualClock
     let logs: CapturingLogSink
@@ -49,6 +49,10 @@ struct AuthFlowHarness {
     /// The first instance's admin listener (`/metrics`, the readiness detail), on a port of its own.
     let adminURL: String
     var baseURL: String { server.baseURL }
+    /// TokenGate's issuer identifier: the public base URL without a trailing slash.
+    var issuer: String { TokenGateApp.issuer(configuration) }
+    /// The configured keys (what secrets at rest are sealed with).
+    func vault() throws -> TokenVault { try TokenGateApp.makeVault(configuration) }
 
     /// Runs `body` with a started harness; stops everything afterwards. With `withGraphAPI`, a
     /// fake API trusting the fake provider's tokens is configured as upstream `graph`
@@ -155,7 +159,7 @@ struct AuthFlowHarness {
         /// What `server` serves, driven in-process.
         let client: TestClient
         var server: HTTPServer { gateway.assembly.server }
-        var auth: AuthService { gateway.assembly.auth }
+        var auth: AuthServices { gateway.assembly.auth }
         var baseURL: String { server.baseURL }
         /// The admin listener's, on the port it bound.
         var adminURL: String { gateway.assembly.admin.baseURL }

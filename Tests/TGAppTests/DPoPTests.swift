@@ -21,13 +21,13 @@ import Testing
             ("redirect_uri", login.redirectURI), ("client_id", login.clientID),
         ]
         var headers: [String] = []
-        if let key { headers.append("DPoP: " + (try key.proof("POST", h.auth.issuer + "/auth/token", nonce: nonce, issuedAt: h.clock.now))) }
+        if let key { headers.append("DPoP: " + (try key.proof("POST", h.issuer + "/auth/token", nonce: nonce, issuedAt: h.clock.now))) }
         return try await h.post("/auth/token", form: form, headers: headers)
     }
 
     func me(_ h: AuthFlowHarness, token: String, key: DPoPKey?, scheme: String = "DPoP") async throws -> TestResponse {
         var headers = ["Authorization: \(scheme) \(token)"]
-        if let key { headers.append("DPoP: " + (try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: token, issuedAt: h.clock.now))) }
+        if let key { headers.append("DPoP: " + (try key.proof("GET", h.issuer + "/auth/me", accessToken: token, issuedAt: h.clock.now))) }
         return try await h.get("/auth/me", headers: headers)
     }
 
@@ -50,7 +50,7 @@ import Testing
             let otherKey = try await me(h, token: token, key: try DPoPKey())
             #expect(otherKey.status == 401 && otherKey.json["code"] as? String == "invalid_dpop_proof")
             // A proof is good once.
-            let proof = try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: token)
+            let proof = try key.proof("GET", h.issuer + "/auth/me", accessToken: token)
             let headers = ["Authorization: DPoP \(token)", "DPoP: \(proof)"]
             #expect(try await h.get("/auth/me", headers: headers).status == 200)
             #expect(try await h.get("/auth/me", headers: headers).status == 401)
@@ -69,7 +69,7 @@ import Testing
             let key = try DPoPKey()
             let refresh = try #require(try await logIn(h, key: key).json["refresh_token"] as? String)
             let form = [("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", AuthFlowHarness.appClient)]
-            let url = h.auth.issuer + "/auth/token"
+            let url = h.issuer + "/auth/token"
             let none = try await h.post("/auth/token", form: form)
             #expect(none.status == 400 && none.json["error"] as? String == "invalid_dpop_proof")
             let other = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try DPoPKey().proof("POST", url))])
@@ -135,7 +135,7 @@ import Testing
                 ("grant_type", "authorization_code"), ("code", code), ("code_verifier", login.verifier),
                 ("redirect_uri", login.redirectURI), ("client_id", login.clientID),
             ]
-            let url = h.auth.issuer + "/auth/token"
+            let url = h.issuer + "/auth/token"
             let first = try await h.post("/auth/token", form: form, headers: ["DPoP: " + (try key.proof("POST", url))])
             #expect(first.status == 400 && first.json["error"] as? String == "use_dpop_nonce")
             let nonce = try #require(first.header("DPoP-Nonce"))
@@ -144,7 +144,7 @@ import Testing
             #expect(second.header("DPoP-Nonce") == nonce)
             // At a resource: 401 use_dpop_nonce with the nonce in the challenge's answer, then 200 with it.
             let token = try #require(second.json["access_token"] as? String)
-            let me = h.auth.issuer + "/auth/me"
+            let me = h.issuer + "/auth/me"
             let without = try await h.get(
                 "/auth/me",
                 headers: ["Authorization: DPoP \(token)", "DPoP: " + (try key.proof("GET", me, accessToken: token))]
@@ -172,7 +172,7 @@ import Testing
         try await AuthFlowHarness.run(withGraphAPI: true, appClientOptions: ", dpop: required", transport: .sockets) { h in
             let key = try DPoPKey()
             let token = try #require(try await logIn(h, key: key).json["access_token"] as? String)
-            let url = h.auth.issuer + "/api/graph/me"
+            let url = h.issuer + "/api/graph/me"
             func call(_ headers: [String]) async throws -> TestResponse {
                 try await h.get("/api/graph/me", headers: ["Authorization: DPoP \(token)"] + headers)
             }
@@ -205,7 +205,7 @@ import Testing
             for path in ["/auth/me", "/api/graph/me"] {
                 let headers = [
                     "Authorization: DPoP \(token)",
-                    "DPoP: " + (try key.proof("GET", h.auth.issuer + path, accessToken: token, issuedAt: h.clock.now)),
+                    "DPoP: " + (try key.proof("GET", h.issuer + path, accessToken: token, issuedAt: h.clock.now)),
                 ]
                 let first = try await h.get(path, headers: headers)
                 #expect(first.status == 200, "\(path): \(first.body)")
@@ -215,7 +215,7 @@ import Testing
                 #expect(replayed.json["detail"] as? String == "This DPoP proof was used before: make a new proof (a new jti) for each request.")
                 let fresh = [
                     "Authorization: DPoP \(token)",
-                    "DPoP: " + (try key.proof("GET", h.auth.issuer + path, accessToken: token, issuedAt: h.clock.now)),
+                    "DPoP: " + (try key.proof("GET", h.issuer + path, accessToken: token, issuedAt: h.clock.now)),
                 ]
                 #expect(try await h.get(path, headers: fresh, at: second).status == 200)
             }
@@ -228,7 +228,7 @@ import Testing
             let key = try DPoPKey()
             let login = try await logIn(h, key: key)
             let refresh = try #require(login.json["refresh_token"] as? String)
-            let url = h.auth.issuer + "/auth/token"
+            let url = h.issuer + "/auth/token"
             // Anyone can make a key and proofs for the public client_id: more proofs than the
             // replay memory holds, each with a made-up refresh token. (Proofs are made at the
             // harness's time: the flood takes longer than the 5 s a proof may be ahead.)
@@ -259,7 +259,7 @@ import Testing
             let off = try await h.startInstance { configuration in
                 for index in configuration.clients.indices { configuration.clients[index].dpop = "off" }
             }
-            let url = h.auth.issuer + "/auth/token"
+            let url = h.issuer + "/auth/token"
             func refresh(_ tokens: TestResponse, proof: Bool) async throws -> TestResponse {
                 let form = [
                     ("grant_type", "refresh_token"), ("refresh_token", try #require(tokens.json["refresh_token"] as? String)),
@@ -277,7 +277,7 @@ import Testing
             let token = try #require(kept.json["access_token"] as? String)
             let headers = [
                 "Authorization: DPoP \(token)",
-                "DPoP: " + (try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: token, issuedAt: h.clock.now)),
+                "DPoP: " + (try key.proof("GET", h.issuer + "/auth/me", accessToken: token, issuedAt: h.clock.now)),
             ]
             #expect(try await h.get("/auth/me", headers: headers, at: off).status == 200)
             // One that sends none any more gets invalid_grant (sign in again), and the session is over.

@@ -20,7 +20,7 @@ import Testing
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
         let logs = CapturingLogSink()
-        let auth = try TokenGateApp.makeAuthService(configuration, database: database, providers: [], logger: capturingLogger(logs))
+        let auth = try TokenGateApp.makeAuthServices(configuration, database: database, providers: [], logger: capturingLogger(logs))
         let client = TestClient(
             Application(router: TokenGateApp.makeRouter(configuration, database: database, auth: auth), logger: capturingLogger(logs))
         )

@@ -45,7 +45,7 @@ import Testing
             )
             let context = "grant:\(account.uuidString.lowercased())"
             let upstream = try onlyK2.open(try after.decode(SealedBlob.self, "refresh_token"), context: context)
-            #expect(upstream == (try h.auth.vault.open(try before.decode(SealedBlob.self, "refresh_token"), context: context)))
+            #expect(upstream == (try h.vault().open(try before.decode(SealedBlob.self, "refresh_token"), context: context)))
             #expect(h.fake.isRefreshTokenActive(upstream))
             // TokenGate's own tokens are hashes: the session goes on.
             #expect(try await h.refresh(try #require(tokens["refresh_token"] as? String)).status == 200)

@@ -40,13 +40,13 @@ import Testing
             #expect(try !grantTokens.contains { token in try stored.rows.contains { try $0.decode(String.self, "t").contains(token) } })
             // Still down at the next due time: kept, later attempt.
             h.clock.advance(by: 31)
-            #expect(try await h.auth.drainRevocationQueue() == 0)
+            #expect(try await h.auth.revocations.drainRevocationQueue() == 0)
             #expect(try await h.count("SELECT count(*) AS n FROM upstream_revocations WHERE attempts = 2") == 1)
             // Back: the worker revokes it and the queue is empty.
             h.fake.configure { $0.revocationFailure = nil }
-            #expect(try await h.auth.drainRevocationQueue() == 0, "not due yet: the backoff doubled")
+            #expect(try await h.auth.revocations.drainRevocationQueue() == 0, "not due yet: the backoff doubled")
             h.clock.advance(by: 61)
-            #expect(try await h.auth.drainRevocationQueue() == 1)
+            #expect(try await h.auth.revocations.drainRevocationQueue() == 1)
             #expect(h.fake.revokedTokens.count == 3, "the logout's attempt, the failed retry, the successful one")
             #expect(grantTokens.allSatisfy { !h.fake.isRefreshTokenActive($0) })
             #expect(try await h.count("SELECT count(*) AS n FROM upstream_revocations") == 0)
@@ -60,7 +60,7 @@ import Testing
             h.fake.configure { $0.revocationFailure = .status(503) }
             _ = try await h.post("/auth/logout", form: [], bearer: try #require(tokens["access_token"] as? String))
             h.clock.advance(by: 8 * 86400)
-            _ = try await h.auth.drainRevocationQueue()
+            _ = try await h.auth.revocations.drainRevocationQueue()
             #expect(try await h.count("SELECT count(*) AS n FROM upstream_revocations") == 0)
             #expect(h.logs.lines.contains { $0.contains("gave up revoking") })
         }

@@ -48,7 +48,7 @@ import Testing
             harness.fake.misbehave(.error(code: "invalid_grant"), grantType: "refresh_token")
             #expect(try await harness.get("/api/graph/me", bearer: token).status == 401)
             _ = await harness.client.execute(uri: "/nowhere", method: try #require(HTTPRequest.Method("FROB")))
-            _ = try await harness.auth.sweep()
+            _ = try await harness.auth.sweeper.sweep()
 
             // Scraped where Prometheus scrapes it: the admin listener, over HTTP.
             let scrape = TestResponse(try await curl(["-i", harness.adminURL + "/metrics"]))

@@ -44,7 +44,7 @@ import Yams
         let configuration = try AuthFlowHarness.loadConfiguration(Self.configuration)
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
-        let auth = try TokenGateApp.makeAuthService(configuration, database: database, providers: [], logger: Logger(label: "test"))
+        let auth = try TokenGateApp.makeAuthServices(configuration, database: database, providers: [], logger: Logger(label: "test"))
         let router = TokenGateApp.makeRouter(configuration, database: database, auth: auth, metrics: TokenGateMetrics())
         let served = Self.served(router)
         let described = try Self.operations(try Self.document("openapi.yaml"))
@@ -56,7 +56,7 @@ import Yams
         let configuration = try AuthFlowHarness.loadConfiguration(Self.configuration)
         let database = TokenGateApp.makeDatabase(configuration)
         defer { database.shutdown() }
-        let auth = try TokenGateApp.makeAuthService(configuration, database: database, providers: [], logger: Logger(label: "test"))
+        let auth = try TokenGateApp.makeAuthServices(configuration, database: database, providers: [], logger: Logger(label: "test"))
         let router = TokenGateApp.makeAdminRouter(database: database, auth: auth, metrics: TokenGateMetrics())
         let served = Self.served(router)
         #expect(served.contains("GET /metrics"))

@@ -153,7 +153,7 @@ import Testing
             #expect(try await h.count("SELECT count(*) AS n FROM accounts WHERE state = 'stale'") == 19)
             #expect(h.logs.lines.contains { $0.contains("safety valve") })
             // Nothing is revoked or removed within the grace period.
-            _ = try await h.auth.sweep()
+            _ = try await h.auth.sweeper.sweep()
             #expect(try await h.count("SELECT count(*) AS n FROM upstream_grants") == 30)
             #expect(try await h.count("SELECT count(*) AS n FROM upstream_revocations") == 0)
             // The provider accepts again: past its window (a few attempts so far, under a minute),
@@ -179,10 +179,10 @@ import Testing
             h.fake.revokeAllTokens(for: "alice")
             h.clock.advance(by: 60)
             #expect(try await h.get("/api/graph/me", bearer: token).status == 401)
-            #expect(try #require(try await h.auth.sweep()).accounts == 0)
+            #expect(try #require(try await h.auth.sweeper.sweep()).accounts == 0)
             #expect(try await h.count("SELECT count(*) AS n FROM accounts WHERE state = 'stale'") == 1)
             h.clock.advance(by: 86400)
-            #expect(try #require(try await h.auth.sweep()).accounts == 1)
+            #expect(try #require(try await h.auth.sweeper.sweep()).accounts == 1)
             #expect(try await h.count("SELECT count(*) AS n FROM accounts") == 0)
             #expect(try await h.count("SELECT count(*) AS n FROM suspended_sessions") == 0)
         }

@@ -21,7 +21,7 @@ import Testing
                 h.clock.advance(by: 86400)
                 refresh = try #require(try await h.refresh(refresh).json["refresh_token"] as? String)
             }
-            let report = try #require(try await h.auth.sweep())
+            let report = try #require(try await h.auth.sweeper.sweep())
             #expect(report.pendingLogins == 1)
             #expect(report.handoffCodes >= 1)
             #expect(report.sessions == 1)
@@ -31,7 +31,7 @@ import Testing
             #expect(try await h.count("SELECT count(*) AS n FROM accounts WHERE subject = 'alice'") == 1)
             #expect(h.logs.lines.contains { $0.contains("\"sweep\"") || $0.contains("sweep") })
             // Nothing left to do: a second sweep removes nothing.
-            let again = try #require(try await h.auth.sweep())
+            let again = try #require(try await h.auth.sweeper.sweep())
             #expect(again == SweepReport())
         }
     }
@@ -40,7 +40,7 @@ import Testing
         try await AuthFlowHarness.run { h in
             let tokens = try await h.logIn(as: "alice")
             try await h.database.query("UPDATE accounts SET state = 'stale', stale_reason = 'invalid_grant'")
-            let report = try #require(try await h.auth.sweep())
+            let report = try #require(try await h.auth.sweeper.sweep())
             #expect(report.accounts == 1)
             #expect(try await h.get("/auth/me", bearer: try #require(tokens["access_token"] as? String)).status == 401)
         }
@@ -50,10 +50,10 @@ import Testing
         try await AuthFlowHarness.run { h in
             try await h.database.withConnection { holder in
                 try await holder.query("SELECT pg_advisory_lock(\(Int64(0x546F_6B47_5377_6570)))")
-                #expect(try await h.auth.sweep() == nil)
+                #expect(try await h.auth.sweeper.sweep() == nil)
                 try await holder.query("SELECT pg_advisory_unlock(\(Int64(0x546F_6B47_5377_6570)))")
             }
-            #expect(try await h.auth.sweep() != nil)
+            #expect(try await h.auth.sweeper.sweep() != nil)
         }
     }
 
@@ -61,7 +61,7 @@ import Testing
         try await AuthFlowHarness.run { h in
             let login = AuthFlowHarness.AppLogin()
             let code = try await h.handoffCode(login)
-            _ = try await h.auth.sweep()
+            _ = try await h.auth.sweeper.sweep()
             let tokens = try await h.post(
                 "/auth/token",
                 form: [
@@ -88,7 +88,7 @@ import Testing
             let sweep: Task<SweepReport?, any Error> = try await blocker.withTransaction { connection in
                 // The sweep takes its lock, then waits on this table lock.
                 try await connection.query("LOCK TABLE pending_logins IN ACCESS EXCLUSIVE MODE")
-                let sweep = Task { try await h.auth.sweep() }
+                let sweep = Task { try await h.auth.sweeper.sweep() }
                 while try await h.count(Self.advisoryLocksHere) == 0 {
                     try await Task.sleep(for: .milliseconds(5))
                 }
@@ -97,7 +97,7 @@ import Testing
             }
             _ = await sweep.result
             #expect(try await h.count(Self.advisoryLocksHere) == 0)
-            #expect(try await h.auth.sweep() != nil, "another sweep must be able to run")
+            #expect(try await h.auth.sweeper.sweep() != nil, "another sweep must be able to run")
         }
     }
 }

@@ -225,10 +225,10 @@ import Testing
             // The grant opens only as this account's, and it is the provider's live refresh token.
             let blob = try row.decode(SealedBlob.self, "refresh_token")
             let account = try row.decode(UUID.self, "account_id")
-            let upstream = try h.auth.vault.open(blob, context: "grant:\(account.uuidString.lowercased())")
+            let upstream = try h.vault().open(blob, context: "grant:\(account.uuidString.lowercased())")
             #expect(h.fake.isRefreshTokenActive(upstream))
             #expect(!String(decoding: blob.bytes, as: UTF8.self).contains(upstream))
-            #expect(throws: CryptoError.self) { try h.auth.vault.open(blob, context: "grant:\(UUID().uuidString.lowercased())") }
+            #expect(throws: CryptoError.self) { try h.vault().open(blob, context: "grant:\(UUID().uuidString.lowercased())") }
         }
     }
 

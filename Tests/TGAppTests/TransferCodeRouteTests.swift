@@ -24,7 +24,7 @@ import Testing
     /// The redemption, with a DPoP proof of `key` when given.
     func redeem(_ h: AuthFlowHarness, code: String, verifier: String, key: DPoPKey? = nil) async throws -> TestResponse {
         var headers: [String] = []
-        if let key { headers.append("DPoP: " + (try key.proof("POST", h.auth.issuer + "/auth/token"))) }
+        if let key { headers.append("DPoP: " + (try key.proof("POST", h.issuer + "/auth/token"))) }
         return try await h.post(
             "/auth/token",
             form: [
@@ -117,7 +117,7 @@ import Testing
             #expect(again.status == 200 && again.json["access_token"] as? String == access, "\(again.body)")
             let me = try await h.get(
                 "/auth/me",
-                headers: ["Authorization: DPoP \(access)", "DPoP: " + (try key.proof("GET", h.auth.issuer + "/auth/me", accessToken: access))]
+                headers: ["Authorization: DPoP \(access)", "DPoP: " + (try key.proof("GET", h.issuer + "/auth/me", accessToken: access))]
             )
             #expect(me.status == 200, "\(me.body)")
         }

@@ -15,8 +15,8 @@ import Testing
             d.clock.advance(by: 1)
             let bob = try await d.logIn(as: "bob", deviceSecret: secret)
             #expect(bob.deviceSecret == nil)
-            let context = try await d.auth.authenticate(accessToken: bob.accessToken)
-            let accounts = try await d.auth.deviceAccounts(context)
+            let context = try await d.auth.sessions.authenticate(accessToken: bob.accessToken)
+            let accounts = try await d.auth.sessions.deviceAccounts(context)
             #expect(accounts.map(\.account.subject) == ["alice", "bob"] && accounts.map(\.isCurrent) == [false, true])
         }
     }
@@ -26,15 +26,15 @@ import Testing
         settings.refreshReplayGrace = 10
         try await DomainFixture.run(settings: settings) { d in
             let first = try await d.logIn()
-            let second = try await d.auth.refresh(refreshToken: first.refreshToken, clientID: DomainFixture.app)
+            let second = try await d.auth.grants.refresh(refreshToken: first.refreshToken, clientID: DomainFixture.app)
             #expect(second.refreshToken != first.refreshToken)
             // A retry after a lost answer, within the grace window: the same answer.
-            #expect(try await d.auth.refresh(refreshToken: first.refreshToken, clientID: DomainFixture.app) == second)
+            #expect(try await d.auth.grants.refresh(refreshToken: first.refreshToken, clientID: DomainFixture.app) == second)
             d.clock.advance(by: 11)
             // Past it: reuse, and the whole family ends.
-            await #expect(throws: OAuthError.self) { try await d.auth.refresh(refreshToken: first.refreshToken, clientID: DomainFixture.app) }
-            await #expect(throws: OAuthError.self) { try await d.auth.refresh(refreshToken: second.refreshToken, clientID: DomainFixture.app) }
-            await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: second.accessToken) }
+            await #expect(throws: OAuthError.self) { try await d.auth.grants.refresh(refreshToken: first.refreshToken, clientID: DomainFixture.app) }
+            await #expect(throws: OAuthError.self) { try await d.auth.grants.refresh(refreshToken: second.refreshToken, clientID: DomainFixture.app) }
+            await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: second.accessToken) }
         }
     }
 
@@ -48,9 +48,9 @@ import Testing
                 redirectURI: DomainFixture.appRedirect,
                 clientID: DomainFixture.app
             )
-            let tokens = try await d.auth.redeemHandoff(redemption)
-            await #expect(throws: OAuthError.self) { try await d.auth.redeemHandoff(redemption) }
-            await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: tokens.accessToken) }
+            let tokens = try await d.auth.grants.redeemHandoff(redemption)
+            await #expect(throws: OAuthError.self) { try await d.auth.grants.redeemHandoff(redemption) }
+            await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: tokens.accessToken) }
             // The account went with its last session, and its grant into the revocation queue or revoked.
             #expect(try await d.store.accounts.findActive(tokens.account.id) == nil)
         }
@@ -60,10 +60,10 @@ import Testing
         try await DomainFixture.run { d in
             let alice = try await d.logIn(as: "alice")
             let bob = try await d.logIn(as: "bob", deviceSecret: alice.deviceSecret)
-            let result = try await d.auth.logout(accessToken: bob.accessToken, scope: .account(alice.account.id))
+            let result = try await d.auth.logouts.logout(accessToken: bob.accessToken, scope: .account(alice.account.id))
             #expect(result.sessionsEnded == 1 && result.accountsRemoved == 1 && result.revocations == [.revoked])
-            await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: alice.accessToken) }
-            #expect(try await d.auth.authenticate(accessToken: bob.accessToken).account.id == bob.account.id)
+            await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: alice.accessToken) }
+            #expect(try await d.auth.sessions.authenticate(accessToken: bob.accessToken).account.id == bob.account.id)
         }
     }
 
@@ -75,9 +75,9 @@ import Testing
             d.clock.advance(by: 400)
             let fresh = try await d.logIn(as: "fresh")
             d.clock.advance(by: 300)
-            let report = try #require(try await d.auth.sweep())
+            let report = try #require(try await d.auth.sweeper.sweep())
             #expect(report.sessions == 1 && report.accounts == 1)
-            await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: old.accessToken) }
+            await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: old.accessToken) }
             #expect(try await d.store.accounts.findActive(fresh.account.id) != nil)
         }
     }

@@ -14,19 +14,19 @@ import Testing
             let tablet = try await d.logIn(as: "alice")
             let sessions = d.fake.sessionIDs(of: "alice")
             #expect(sessions.count == 2)
-            let result = try await d.auth.backChannelLogout(
+            let result = try await d.auth.logouts.backChannelLogout(
                 provider: "fake",
                 logoutToken: try d.fake.logoutToken(subject: "alice", sessionID: sessions[0])
             )
             #expect(result.sessionsEnded == 1 && result.accountsRemoved == 0)
-            await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: phone.accessToken) }
-            #expect(try await d.auth.authenticate(accessToken: tablet.accessToken).account.subject == "alice")
+            await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: phone.accessToken) }
+            #expect(try await d.auth.sessions.authenticate(accessToken: tablet.accessToken).account.subject == "alice")
             // The account is still signed in elsewhere: its grant stays, unrevoked.
             #expect(d.fake.revokedTokens.isEmpty)
             // A sid alone (no sub) ends the other one.
-            let second = try await d.auth.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(sessionID: sessions[1]))
+            let second = try await d.auth.logouts.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(sessionID: sessions[1]))
             #expect(second.sessionsEnded == 1 && second.accountsRemoved == 1 && second.revocations == [.revoked])
-            await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: tablet.accessToken) }
+            await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: tablet.accessToken) }
         }
     }
 
@@ -36,17 +36,17 @@ import Testing
             let bob = try await d.logIn(as: "bob", deviceSecret: phone.deviceSecret)
             let tablet = try await d.logIn(as: "alice")
             let refreshTokens = d.fake.issuedRefreshTokens
-            let result = try await d.auth.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(subject: "alice"))
+            let result = try await d.auth.logouts.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(subject: "alice"))
             #expect(result.sessionsEnded == 2 && result.accountsRemoved == 1 && result.revocations == [.revoked])
             for tokens in [phone, tablet] {
-                await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: tokens.accessToken) }
+                await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: tokens.accessToken) }
             }
             // Bob, on the same phone, stays signed in.
-            #expect(try await d.auth.authenticate(accessToken: bob.accessToken).account.subject == "bob")
+            #expect(try await d.auth.sessions.authenticate(accessToken: bob.accessToken).account.subject == "bob")
             #expect(try await d.store.accounts.findActive(phone.account.id) == nil)
             #expect(d.fake.revokedTokens.count == 1 && refreshTokens.contains(d.fake.revokedTokens[0]))
             // A sub that has no account here is done all the same (200 at the route).
-            let nobody = try await d.auth.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(subject: "carol"))
+            let nobody = try await d.auth.logouts.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(subject: "carol"))
             #expect(nobody.sessionsEnded == 0 && nobody.accountsRemoved == 0 && nobody.revocations.isEmpty)
         }
     }
@@ -56,9 +56,9 @@ import Testing
             let verifier = PKCE.makeVerifier()
             let code = try await d.handoffCode(verifier: verifier)
             let sid = try #require(d.fake.sessionIDs(of: "alice").first)
-            _ = try await d.auth.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(subject: "alice", sessionID: sid))
+            _ = try await d.auth.logouts.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(subject: "alice", sessionID: sid))
             await #expect(throws: OAuthError.self) {
-                try await d.auth.redeemHandoff(
+                try await d.auth.grants.redeemHandoff(
                     HandoffRedemption(code: code, codeVerifier: verifier, redirectURI: DomainFixture.appRedirect, clientID: DomainFixture.app)
                 )
             }
@@ -68,25 +68,16 @@ import Testing
     @Test func oneLogoutTokenSentToTwoInstancesAtOnceIsActedOnOnce() async throws {
         try await DomainFixture.run { d in
             let alice = try await d.logIn(as: "alice")
-            let other = AuthService(
-                store: Store(database: d.store.database),
-                vault: d.auth.vault,
-                providers: Array(d.auth.providers.values),
-                clients: Array(d.auth.clients.values),
-                settings: d.auth.settings,
-                issuer: d.auth.issuer,
-                clock: d.auth.clock,
-                logger: d.auth.logger
-            )
+            let other = d.anotherInstance()
             let token = try d.fake.logoutToken(subject: "alice")
-            async let first = outcome { try await d.auth.backChannelLogout(provider: "fake", logoutToken: token) }
-            async let second = outcome { try await other.backChannelLogout(provider: "fake", logoutToken: token) }
+            async let first = outcome { try await d.auth.logouts.backChannelLogout(provider: "fake", logoutToken: token) }
+            async let second = outcome { try await other.logouts.backChannelLogout(provider: "fake", logoutToken: token) }
             let outcomes = await [first, second]
             #expect(outcomes.filter { $0 == "done" }.count == 1)
             #expect(outcomes.filter { $0 == "invalid_request" }.count == 1)
-            await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: alice.accessToken) }
+            await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: alice.accessToken) }
             // Later, on either instance, it is a replay.
-            #expect(await outcome { try await other.backChannelLogout(provider: "fake", logoutToken: token) } == "invalid_request")
+            #expect(await outcome { try await other.logouts.backChannelLogout(provider: "fake", logoutToken: token) } == "invalid_request")
         }
     }
 
@@ -99,9 +90,9 @@ import Testing
                 try d.fake.logoutToken(subject: "alice", claims: ["nonce": "n"]),
             ]
             for token in forged {
-                #expect(await outcome { try await d.auth.backChannelLogout(provider: "fake", logoutToken: token) } == "invalid_request")
+                #expect(await outcome { try await d.auth.logouts.backChannelLogout(provider: "fake", logoutToken: token) } == "invalid_request")
             }
-            #expect(try await d.auth.authenticate(accessToken: alice.accessToken).account.subject == "alice")
+            #expect(try await d.auth.sessions.authenticate(accessToken: alice.accessToken).account.subject == "alice")
         }
     }
 

@@ -13,21 +13,10 @@ import Testing
     static let url = "https://gw.example/api/graph/me"
 
     /// Another instance: its own verifier and memory, the same database, keys and clock.
-    func secondInstance(_ f: DomainFixture) -> AuthService {
-        AuthService(
-            store: f.auth.store,
-            vault: f.auth.vault,
-            providers: Array(f.auth.providers.values),
-            clients: Array(f.auth.clients.values),
-            settings: f.auth.settings,
-            issuer: f.auth.issuer,
-            clock: f.clock.wallClock,
-            logger: .init(label: "tokengate.test.second")
-        )
-    }
+    func secondInstance(_ f: DomainFixture) -> AuthServices { f.anotherInstance() }
 
-    func verified(_ auth: AuthService, _ proof: String) throws -> DPoPProof {
-        try auth.dpop.verify(proof, for: DPoPTarget(method: "GET", uri: Self.url, accessToken: "access-token"))
+    func verified(_ auth: AuthServices, _ proof: String) throws -> DPoPProof {
+        try auth.dpop.verifier.verify(proof, for: DPoPTarget(method: "GET", uri: Self.url, accessToken: "access-token"))
     }
 
     @Test func aProofAcceptedByOneInstanceIsRefusedByAnother() async throws {
@@ -35,15 +24,15 @@ import Testing
             let key = try DPoPKey()
             let second = secondInstance(f)
             let proof = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: f.clock.now)
-            try await f.auth.recordProof(try verified(f.auth, proof))
+            try await f.auth.dpop.recordProof(try verified(f.auth, proof))
             // The other instance verifies it (its signature and claims are good) and refuses it as used.
             let elsewhere = try verified(second, proof)
-            await #expect(throws: DPoPError.self) { try await second.recordProof(elsewhere) }
+            await #expect(throws: DPoPError.self) { try await second.dpop.recordProof(elsewhere) }
             // And so does the first, from its memory.
-            await #expect(throws: DPoPError.self) { try await f.auth.recordProof(try verified(f.auth, proof)) }
+            await #expect(throws: DPoPError.self) { try await f.auth.dpop.recordProof(try verified(f.auth, proof)) }
             // A new proof of the same key is good on either.
             let fresh = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: f.clock.now)
-            try await second.recordProof(try verified(second, fresh))
+            try await second.dpop.recordProof(try verified(second, fresh))
         }
     }
 
@@ -55,7 +44,7 @@ import Testing
             let verifiedProofs = try instances.map { try verified($0, proof) }
             let accepted = await withTaskGroup(of: Bool.self) { group in
                 for (auth, verified) in zip(instances, verifiedProofs) {
-                    group.addTask { (try? await auth.recordProof(verified)) != nil }
+                    group.addTask { (try? await auth.dpop.recordProof(verified)) != nil }
                 }
                 return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
             }
@@ -68,11 +57,11 @@ import Testing
             let key = try DPoPKey()
             for _ in 0..<3 {
                 let proof = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: f.clock.now)
-                try await f.auth.recordProof(try verified(f.auth, proof))
+                try await f.auth.dpop.recordProof(try verified(f.auth, proof))
             }
-            #expect(try await f.auth.sweep()?.dpopProofs == 0)
-            f.clock.advance(by: f.auth.settings.dpop.proofMaxAge + 1)
-            #expect(try await f.auth.sweep()?.dpopProofs == 3)
+            #expect(try await f.auth.sweeper.sweep()?.dpopProofs == 0)
+            f.clock.advance(by: f.settings.dpop.proofMaxAge + 1)
+            #expect(try await f.auth.sweeper.sweep()?.dpopProofs == 3)
         }
     }
 }
@@ -91,7 +80,7 @@ import Testing
         var settings = AuthSettings()
         // A key may hold a quarter of the memory: one proof here.
         settings.dpop.replayCapacity = 4
-        let auth = AuthService(
+        let auth = AuthServices(
             store: Store(database: client),
             vault: TokenVault(keyRing: keys),
             providers: [],
@@ -103,16 +92,16 @@ import Testing
         )
         let key = try DPoPKey()
         func verified(_ proof: String) throws -> DPoPProof {
-            try auth.dpop.verify(proof, for: DPoPTarget(method: "GET", uri: Self.url, accessToken: "access-token"))
+            try auth.dpop.verifier.verify(proof, for: DPoPTarget(method: "GET", uri: Self.url, accessToken: "access-token"))
         }
         let proof = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: clock.now)
         // Accepted on memory alone (tokengate_dpop_proofs_unshared_total counts it).
-        try await auth.recordProof(try verified(proof))
+        try await auth.dpop.recordProof(try verified(proof))
         // Memory still refuses it a second time.
-        await #expect(throws: DPoPError.self) { try await auth.recordProof(try verified(proof)) }
+        await #expect(throws: DPoPError.self) { try await auth.dpop.recordProof(try verified(proof)) }
         // A proof memory could not remember (the key's share is full) is not vouched for: the
         // database's unavailability answers (503 at the edge).
         let another = try key.proof("GET", Self.url, accessToken: "access-token", issuedAt: clock.now)
-        await #expect(throws: PostgresError.self) { try await auth.recordProof(try verified(another)) }
+        await #expect(throws: StoreError.self) { try await auth.dpop.recordProof(try verified(another)) }
     }
 }

@@ -10,7 +10,7 @@ import TGStore
 import TGTesting
 import Testing
 
-/// The auth flow as a domain, without HTTP on TokenGate's side: an `AuthService` over a fresh
+/// The auth flow as a domain, without HTTP on TokenGate's side: the auth flow's pieces (`AuthServices`) over a fresh
 /// migrated database and a fake identity provider (which TokenGate reaches over real HTTP), with
 /// a clock the test moves.
 struct DomainFixture {
@@ -20,11 +20,32 @@ struct DomainFixture {
     static let otherApp = "com.example.other"
     static let callback = "https://gw.example/auth/callback"
 
-    let auth: AuthService
+    static let issuer = "https://gw.example"
+
+    let auth: AuthServices
     let fake: FakeIdentityProvider
     let http: HTTPClient
     let clock: ManualClock
-    var store: Store { auth.store }
+    let store: Store
+    let vault: TokenVault
+    let providers: [OpenIDProvider]
+    let clients: [AppClient]
+    let settings: AuthSettings
+
+    /// Another instance: its own memory (caches, DPoP replay record), the same database, keys,
+    /// providers, apps and clock.
+    func anotherInstance(label: String = "tokengate.test.second") -> AuthServices {
+        AuthServices(
+            store: Store(database: store.database),
+            vault: vault,
+            providers: providers,
+            clients: clients,
+            settings: settings,
+            issuer: Self.issuer,
+            clock: clock.wallClock,
+            logger: .init(label: label)
+        )
+    }
 
     static func run(settings: AuthSettings = AuthSettings(), _ body: (DomainFixture) async throws -> Void) async throws {
         try await TestDatabase.withFreshDatabase(migrations: SchemaMigrations.all) { database, _ in
@@ -45,20 +66,33 @@ struct DomainFixture {
                 httpClient: http
             )
             let keys = try KeyRing(currentKeyID: "k1", keys: ["k1": try SymmetricKey(bytes: Array(repeating: 7, count: 32))])
-            let auth = AuthService(
-                store: Store(database: database),
-                vault: TokenVault(keyRing: keys),
+            let store = Store(database: database)
+            let vault = TokenVault(keyRing: keys)
+            let clients = [
+                AppClient(clientID: app, redirectURIs: [appRedirect]),
+                AppClient(clientID: otherApp, redirectURIs: ["com.example.other:/oauth2redirect"]),
+            ]
+            let auth = AuthServices(
+                store: store,
+                vault: vault,
                 providers: [provider],
-                clients: [
-                    AppClient(clientID: app, redirectURIs: [appRedirect]),
-                    AppClient(clientID: otherApp, redirectURIs: ["com.example.other:/oauth2redirect"]),
-                ],
+                clients: clients,
                 settings: settings,
-                issuer: "https://gw.example",
+                issuer: issuer,
                 clock: clock.wallClock,
                 logger: .init(label: "tokengate.test")
             )
-            let fixture = DomainFixture(auth: auth, fake: fake, http: http, clock: clock)
+            let fixture = DomainFixture(
+                auth: auth,
+                fake: fake,
+                http: http,
+                clock: clock,
+                store: store,
+                vault: vault,
+                providers: [provider],
+                clients: clients,
+                settings: settings
+            )
             do {
                 try await body(fixture)
             } catch {
@@ -75,7 +109,7 @@ struct DomainFixture {
     /// the fake provider, the callback, the redemption of the handoff code.
     func logIn(as user: String = "alice", deviceSecret: String? = nil) async throws -> IssuedTokens {
         let verifier = PKCE.makeVerifier()
-        return try await auth.redeemHandoff(
+        return try await auth.grants.redeemHandoff(
             HandoffRedemption(
                 code: try await handoffCode(as: user, verifier: verifier),
                 codeVerifier: verifier,
@@ -90,7 +124,7 @@ struct DomainFixture {
     /// app's request with `verifier`'s challenge, the browser at the fake provider, the callback.
     func handoffCode(as user: String = "alice", verifier: String) async throws -> String {
         let appState = "app-state"
-        let url = try await auth.beginLogin(
+        let url = try await auth.logins.beginLogin(
             try LoginRequest(parameters: [
                 ("client_id", Self.app), ("redirect_uri", Self.appRedirect), ("response_type", "code"), ("state", appState),
                 ("code_challenge", PKCE.challenge(for: verifier)), ("code_challenge_method", "S256"),
@@ -98,7 +132,7 @@ struct DomainFixture {
         )
         fake.configure { $0.fakeUser = user }
         let atProvider = try await fake.followAuthorization(url, using: http)
-        let back = try await auth.completeLogin(
+        let back = try await auth.logins.completeLogin(
             CallbackParameters(parameters: atProvider.parameters.map { (name: $0.key, value: $0.value) })
         )
         let parameters = FakeIdentityProvider.queryParameters(of: back)

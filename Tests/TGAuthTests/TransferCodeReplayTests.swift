@@ -28,7 +28,7 @@ extension TransferCodeTests {
                 }
                 #expect(otherApp?.code == .invalidGrant)
                 for session in moved.sessions {
-                    #expect(try await d.auth.authenticate(accessToken: session.accessToken).account.id == session.account.id)
+                    #expect(try await d.auth.sessions.authenticate(accessToken: session.accessToken).account.id == session.account.id)
                 }
             }
         }
@@ -46,7 +46,7 @@ extension TransferCodeTests {
             let retried = try await Self.redeem(d, code, verifier: verifier)
             #expect(retried == moved)
             for session in moved.sessions {
-                #expect(try await d.auth.authenticate(accessToken: session.accessToken).account.id == session.account.id)
+                #expect(try await d.auth.sessions.authenticate(accessToken: session.accessToken).account.id == session.account.id)
             }
             _ = try await d.logIn(as: "carol", deviceSecret: moved.deviceSecret)
         }
@@ -64,7 +64,7 @@ extension TransferCodeTests {
             let winners = results.compactMap { $0 }
             #expect(winners.count == 2 && winners[0] == winners[1])
             for session in winners.flatMap(\.sessions) {
-                #expect(try await d.auth.authenticate(accessToken: session.accessToken).account.subject == "alice")
+                #expect(try await d.auth.sessions.authenticate(accessToken: session.accessToken).account.subject == "alice")
             }
         }
     }

@@ -18,8 +18,8 @@ import Testing
     }
 
     static func issue(_ d: DomainFixture, with tokens: IssuedTokens, verifier: String) async throws -> IssuedTransferCode {
-        let context = try await d.auth.authenticate(accessToken: tokens.accessToken)
-        return try await d.auth.issueTransferCode(context, codeChallenge: PKCE.challenge(for: verifier), method: "S256")
+        let context = try await d.auth.sessions.authenticate(accessToken: tokens.accessToken)
+        return try await d.auth.transfers.issueTransferCode(context, codeChallenge: PKCE.challenge(for: verifier), method: "S256")
     }
 
     static func redeem(
@@ -28,7 +28,7 @@ import Testing
         verifier: String,
         client: String = DomainFixture.app
     ) async throws -> TransferredDevice {
-        try await d.auth.redeemTransferCode(TransferRedemption(transferCode: code.transferCode, codeVerifier: verifier, clientID: client))
+        try await d.auth.transfers.redeemTransferCode(TransferRedemption(transferCode: code.transferCode, codeVerifier: verifier, clientID: client))
     }
 
     @Test func aTransferCodeMovesTheDevicesAccountsToAFreshInstallWithoutAProviderLogin() async throws {
@@ -46,16 +46,18 @@ import Testing
             #expect(moved.sessions.map(\.account.subject) == ["alice", "bob"] && moved.interactionRequired.isEmpty)
             #expect(moved.deviceSecret != alice.deviceSecret)
             // The new sessions work and share the new device; the old device's do not.
-            let context = try await d.auth.authenticate(accessToken: moved.sessions[1].accessToken)
-            #expect(try await d.auth.deviceAccounts(context).map(\.account.subject) == ["alice", "bob"])
+            let context = try await d.auth.sessions.authenticate(accessToken: moved.sessions[1].accessToken)
+            #expect(try await d.auth.sessions.deviceAccounts(context).map(\.account.subject) == ["alice", "bob"])
             for old in [alice, bob] {
-                await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: old.accessToken) }
-                await #expect(throws: OAuthError.self) { try await d.auth.refresh(refreshToken: old.refreshToken, clientID: DomainFixture.app) }
+                await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: old.accessToken) }
+                await #expect(throws: OAuthError.self) {
+                    try await d.auth.grants.refresh(refreshToken: old.refreshToken, clientID: DomainFixture.app)
+                }
             }
-            _ = try await d.auth.refresh(refreshToken: moved.sessions[0].refreshToken, clientID: DomainFixture.app)
+            _ = try await d.auth.grants.refresh(refreshToken: moved.sessions[0].refreshToken, clientID: DomainFixture.app)
             // The new device secret adds accounts to the new device; the old one is gone.
             let carol = try await d.logIn(as: "carol", deviceSecret: moved.deviceSecret)
-            #expect(try await d.auth.deviceAccounts(try await d.auth.authenticate(accessToken: carol.accessToken)).count == 3)
+            #expect(try await d.auth.sessions.deviceAccounts(try await d.auth.sessions.authenticate(accessToken: carol.accessToken)).count == 3)
             await #expect(throws: OAuthError.self) { try await d.logIn(as: "dave", deviceSecret: alice.deviceSecret) }
         }
     }
@@ -71,7 +73,7 @@ import Testing
             let second = await #expect(throws: OAuthError.self) { try await Self.redeem(d, code, verifier: verifier) }
             #expect(second?.code == .invalidGrant)
             for session in moved.sessions {
-                await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: session.accessToken) }
+                await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: session.accessToken) }
                 // Their accounts went with their last sessions (the grants to the revocation queue).
                 #expect(try await d.store.accounts.findActive(session.account.id) == nil)
             }
@@ -90,7 +92,7 @@ import Testing
             // The right verifier, but another app: refused too, and counted.
             await #expect(throws: OAuthError.self) { try await Self.redeem(d, code, verifier: verifier, client: DomainFixture.otherApp) }
             // Four failures: the code still works, and the old session is still alive until then.
-            #expect(try await d.auth.authenticate(accessToken: alice.accessToken).account.id == alice.account.id)
+            #expect(try await d.auth.sessions.authenticate(accessToken: alice.accessToken).account.id == alice.account.id)
             let moved = try await Self.redeem(d, code, verifier: verifier)
             #expect(moved.sessions.count == 1)
 
@@ -101,7 +103,7 @@ import Testing
             let dead = await #expect(throws: OAuthError.self) { try await Self.redeem(d, again, verifier: verifier) }
             #expect(dead?.code == .invalidGrant)
             // A dead code is not a reuse: the device it was issued on keeps its session.
-            #expect(try await d.auth.authenticate(accessToken: moved.sessions[0].accessToken).account.subject == "alice")
+            #expect(try await d.auth.sessions.authenticate(accessToken: moved.sessions[0].accessToken).account.subject == "alice")
         }
     }
 
@@ -114,7 +116,7 @@ import Testing
             let code = try await Self.issue(d, with: alice, verifier: verifier)
             // Bob's grant expires at the provider; carol logs out of this device.
             try await d.store.database.query("UPDATE upstream_grants SET expires_at = \(d.clock.now - 1) WHERE account_id = \(bob.account.id)")
-            _ = try await d.auth.logout(accessToken: alice.accessToken, scope: .account(carol.account.id))
+            _ = try await d.auth.logouts.logout(accessToken: alice.accessToken, scope: .account(carol.account.id))
             let moved = try await Self.redeem(d, code, verifier: verifier)
             #expect(moved.sessions.map(\.account.subject) == ["alice"])
             #expect(Set(moved.interactionRequired.map(\.accountID)) == [bob.account.id, carol.account.id])
@@ -151,7 +153,7 @@ import Testing
             #expect(moved.sessions[0].expiresIn <= 400)
             d.clock.advance(by: 401)
             await #expect(throws: OAuthError.self) {
-                try await d.auth.refresh(refreshToken: moved.sessions[0].refreshToken, clientID: DomainFixture.app)
+                try await d.auth.grants.refresh(refreshToken: moved.sessions[0].refreshToken, clientID: DomainFixture.app)
             }
         }
     }
@@ -163,9 +165,9 @@ import Testing
             let code = try await Self.issue(d, with: alice, verifier: verifier)
             let moved = try await Self.redeem(d, code, verifier: verifier)
             let sid = try #require(d.fake.sessionIDs(of: "alice").first)
-            let result = try await d.auth.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(sessionID: sid))
+            let result = try await d.auth.logouts.backChannelLogout(provider: "fake", logoutToken: try d.fake.logoutToken(sessionID: sid))
             #expect(result.sessionsEnded == 1)
-            await #expect(throws: AuthProblem.self) { try await d.auth.authenticate(accessToken: moved.sessions[0].accessToken) }
+            await #expect(throws: AuthProblem.self) { try await d.auth.sessions.authenticate(accessToken: moved.sessions[0].accessToken) }
         }
     }
 
@@ -179,7 +181,7 @@ import Testing
             d.clock.advance(by: 3601)
             let expired = await #expect(throws: OAuthError.self) { try await Self.redeem(d, code, verifier: verifier) }
             #expect(expired?.code == .invalidGrant)
-            #expect(try await d.auth.sweep()?.transferCodes == 1)
+            #expect(try await d.auth.sweeper.sweep()?.transferCodes == 1)
         }
     }
 
@@ -196,10 +198,10 @@ import Testing
             }
             // The oldest was retired by the third.
             await #expect(throws: OAuthError.self) { try await Self.redeem(d, codes[0], verifier: verifier) }
-            let context = try await d.auth.authenticate(accessToken: alice.accessToken)
-            #expect(try await d.auth.revokeTransferCodes(context) == 2)
+            let context = try await d.auth.sessions.authenticate(accessToken: alice.accessToken)
+            #expect(try await d.auth.transfers.revokeTransferCodes(context) == 2)
             await #expect(throws: OAuthError.self) { try await Self.redeem(d, codes[2], verifier: verifier) }
-            #expect(try await d.auth.authenticate(accessToken: alice.accessToken).account.subject == "alice")
+            #expect(try await d.auth.sessions.authenticate(accessToken: alice.accessToken).account.subject == "alice")
         }
     }
 
@@ -208,13 +210,13 @@ import Testing
         settings.transferCodesPerDevice = 0
         try await DomainFixture.run(settings: settings) { d in
             let alice = try await d.logIn(as: "alice")
-            let context = try await d.auth.authenticate(accessToken: alice.accessToken)
+            let context = try await d.auth.sessions.authenticate(accessToken: alice.accessToken)
             let off = await #expect(throws: AuthProblem.self) {
-                try await d.auth.issueTransferCode(context, codeChallenge: PKCE.challenge(for: PKCE.makeVerifier()), method: "S256")
+                try await d.auth.transfers.issueTransferCode(context, codeChallenge: PKCE.challenge(for: PKCE.makeVerifier()), method: "S256")
             }
             #expect(off?.code == .transferDisabled)
             let redeem = await #expect(throws: OAuthError.self) {
-                try await d.auth.redeemTransferCode(
+                try await d.auth.transfers.redeemTransferCode(
                     TransferRedemption(
                         transferCode: "x".padding(toLength: 43, withPad: "x", startingAt: 0),
                         codeVerifier: PKCE.makeVerifier(),
@@ -226,10 +228,10 @@ import Testing
         }
         try await DomainFixture.run { d in
             let alice = try await d.logIn(as: "alice")
-            let context = try await d.auth.authenticate(accessToken: alice.accessToken)
+            let context = try await d.auth.sessions.authenticate(accessToken: alice.accessToken)
             for (challenge, method) in [(PKCE.makeVerifier(), "plain"), ("short", "S256"), (PKCE.challenge(for: PKCE.makeVerifier()), nil)] {
                 let refused = await #expect(throws: AuthProblem.self) {
-                    try await d.auth.issueTransferCode(context, codeChallenge: challenge, method: method)
+                    try await d.auth.transfers.issueTransferCode(context, codeChallenge: challenge, method: method)
                 }
                 #expect(refused?.code == .invalidRequest)
             }

@@ -19,13 +19,7 @@ extension OAuthError: HTTPResponseError {
         var members = members
         members["error"] = .string(code.rawValue)
         members["error_description"] = .string(description)
-        let body = JSONValue.object(members)
-        return ServerResponse(
-            status: status,
-            contentType: "application/json",
-            body: SortedJSON.data(body).map { String(decoding: $0, as: UTF8.self) } ?? "{}",
-            headerFields: fields
-        )
+        return JSON.response(status, JSONValue.object(members), headerFields: fields)
     }
 }
 

@@ -4,7 +4,7 @@ import TGAuth
 import TGBase
 import TGHTTPServer
 
-/// The app-facing auth endpoints (`/auth/*`) over ``AuthService``.
+/// The app-facing auth endpoints (`/auth/*`), each over the `TGAuth` piece of its flow.
 enum AuthRoutes {
     struct Limits: Sendable {
         var login: RateLimiter
@@ -13,12 +13,21 @@ enum AuthRoutes {
         var transfer: RateLimiter
     }
 
-    static func add(to router: inout Router, service: AuthService, limits: Limits) {
+    static func add(
+        to router: inout Router,
+        sessions: Sessions,
+        logins: LoginFlow,
+        grants: TokenGrants,
+        transfers: TransferCodes,
+        logouts: Logouts,
+        dpop: DPoPBinding,
+        limits: Limits
+    ) {
         // The session a bearer token names, for the routes that need one.
         let session = RoutePolicy(session: { request in
             let token = try presentedToken(request)
-            let context = try await service.authenticate(accessToken: String(token.value))
-            try await DPoPGate.check(request, session: context, token: token, auth: service)
+            let context = try await sessions.authenticate(accessToken: String(token.value))
+            try await DPoPGate.check(request, session: context, token: token, dpop: dpop)
             return context
         })
         router.add(
@@ -26,14 +35,14 @@ enum AuthRoutes {
             "/auth/login",
             policy: RoutePolicy(rateLimit: limits.login),
             .async { request, _ in
-                let url = try await service.beginLogin(try LoginRequest(parameters: request.queryItems))
-                if wantsJSON(request) { return json(.ok, ["authorization_url": url]) }
+                let url = try await logins.beginLogin(try LoginRequest(parameters: request.queryItems))
+                if wantsJSON(request) { return JSON.response(.ok, ["authorization_url": url]) }
                 return redirect(to: url)
             }
         )
         let callback: Router.Handler = .async { request, _ in
             let parameters = request.method == .post ? try formParameters(request) : request.queryItems
-            return redirect(to: try await service.completeLogin(CallbackParameters(parameters: parameters)))
+            return redirect(to: try await logins.completeLogin(CallbackParameters(parameters: parameters)))
         }
         router.add(.get, "/auth/callback", policy: RoutePolicy(rateLimit: limits.callback), callback)
         router.add(.post, "/auth/callback", policy: RoutePolicy(rateLimit: limits.callback), callback)
@@ -43,7 +52,7 @@ enum AuthRoutes {
             .post,
             "/auth/token",
             policy: RoutePolicy(rateLimit: limits.token, refusal: .oauth),
-            .async { request, _ in try await TokenEndpoint.handle(request, service: service) }
+            .async { request, _ in try await TokenEndpoint.handle(request, grants: grants, transfers: transfers, dpop: dpop) }
         )
         router.add(
             .post,
@@ -52,8 +61,8 @@ enum AuthRoutes {
                 let presented = try presentedToken(request)
                 let token = String(presented.value)
                 // A DPoP-bound session logs out only with a proof of its key (expired or not).
-                if let context = try await service.session(ofAccessToken: token) {
-                    try await DPoPGate.check(request, session: context, token: presented, auth: service)
+                if let context = try await sessions.session(ofAccessToken: token) {
+                    try await DPoPGate.check(request, session: context, token: presented, dpop: dpop)
                 }
                 var parameters = request.queryItems
                 if !request.body.isEmpty { parameters += try formParameters(request) }
@@ -65,23 +74,18 @@ enum AuthRoutes {
                 let returnTo = parameters.first(where: { $0.name == "post_logout_redirect_uri" }).map { uri in
                     LogoutReturn(uri: uri.value, state: parameters.first(where: { $0.name == "state" })?.value)
                 }
-                let result = try await service.logout(accessToken: token, scope: scope, everywhere: everywhere, returnTo: returnTo)
-                var body: [String: Any] = [
-                    "sessions_ended": result.sessionsEnded, "accounts_removed": result.accountsRemoved,
-                    "revoked": result.revoked, "upstream_revocations": result.revocations.map(\.rawValue),
-                ]
-                if let url = result.endSessionURL { body["end_session_url"] = url }
-                return json(.ok, body)
+                let result = try await logouts.logout(accessToken: token, scope: scope, everywhere: everywhere, returnTo: returnTo)
+                return JSON.response(.ok, LoggedOut(result))
             }
         )
         // The provider's logout page sends the browser here (register
         // <public_base_url>/auth/logout/return at the provider); it goes on to the app.
         router.add(
             .get,
-            AuthService.logoutReturnPath,
+            Logouts.logoutReturnPath,
             .async { request, _ in
                 let state = request.queryItems.first(where: { $0.name == "state" })?.value
-                guard let destination = try service.logoutReturn(state: state) else {
+                guard let destination = try logouts.logoutReturn(state: state) else {
                     return ServerResponse(
                         status: .ok,
                         contentType: "text/plain; charset=utf-8",
@@ -112,9 +116,8 @@ enum AuthRoutes {
                     )
                 }
                 let method = try value("code_challenge_method")
-                let code = try await service.issueTransferCode(context, codeChallenge: challenge, method: method)
-                let body = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(code))
-                return json(.ok, body as? [String: Any] ?? [:])
+                let code = try await transfers.issueTransferCode(context, codeChallenge: challenge, method: method)
+                return JSON.response(.ok, code)
             }
         )
         router.add(
@@ -122,7 +125,7 @@ enum AuthRoutes {
             "/auth/transfer",
             policy: session,
             .async { _, info in
-                json(.ok, ["revoked": try await service.revokeTransferCodes(try info.requireSession())])
+                JSON.response(.ok, ["revoked": try await transfers.revokeTransferCodes(try info.requireSession())])
             }
         )
         router.add(
@@ -130,12 +133,7 @@ enum AuthRoutes {
             "/auth/me",
             policy: session,
             .async { _, info in
-                let context = try info.requireSession()
-                var body = try accountObject(context.account)
-                body["session_expires_at"] = ISO8601DateFormatter().string(from: context.expiresAt)
-                // RFC 9449 §6: the key the token is bound to.
-                if let jkt = context.dpopJKT { body["cnf"] = ["jkt": jkt] }
-                return json(.ok, body)
+                JSON.response(.ok, Me(try info.requireSession()))
             }
         )
         router.add(
@@ -144,12 +142,8 @@ enum AuthRoutes {
             policy: session,
             .async { _, info in
                 let context = try info.requireSession()
-                let accounts = try await service.deviceAccounts(context).map { entry in
-                    var object = try accountObject(entry.account)
-                    object["current"] = entry.isCurrent
-                    return object
-                }
-                return json(.ok, ["accounts": accounts])
+                let accounts = try await sessions.deviceAccounts(context).map(ListedAccount.init)
+                return JSON.response(.ok, ["accounts": accounts])
             }
         )
         router.add(
@@ -158,7 +152,7 @@ enum AuthRoutes {
             policy: session,
             .async { _, info in
                 let context = try info.requireSession()
-                try await service.removeAccount(try accountID(info.parameters["id"] ?? ""), context: context)
+                try await logouts.removeAccount(try accountID(info.parameters["id"] ?? ""), context: context)
                 return ServerResponse(status: .noContent, headerFields: [.cacheControl: "no-store"])
             }
         )
@@ -248,14 +242,5 @@ enum AuthRoutes {
 
     static func redirect(to url: String) -> ServerResponse {
         ServerResponse(status: .found, headerFields: [.location: url, .cacheControl: "no-store", .referrerPolicy: "no-referrer"])
-    }
-
-    static func json(_ status: HTTPResponse.Status, _ object: [String: Any]) -> ServerResponse {
-        ServerResponse(status: status, contentType: "application/json", body: JSON.encode(object), headerFields: [.cacheControl: "no-store"])
-    }
-
-    static func accountObject(_ account: AccountSummary) throws -> [String: Any] {
-        let data = try JSONEncoder().encode(account)
-        return (try JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
     }
 }

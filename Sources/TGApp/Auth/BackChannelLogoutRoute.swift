@@ -2,7 +2,6 @@ import HTTPTypes
 import Logging
 import TGAuth
 import TGHTTPServer
-import TGPostgres
 
 /// `POST /auth/backchannel-logout/{provider}`: where a provider sends logout tokens when its user
 /// signs out there or an administrator ends their sessions (OpenID Connect Back-Channel Logout
@@ -22,7 +21,7 @@ enum BackChannelLogoutRoute {
     static let maxBodySize = 16 * 1024
     static let serverBodyLimit = 64 * 1024
 
-    static func add(to router: inout Router, service: AuthService, rateLimit: RateLimiter, requestTimeout: Duration) {
+    static func add(to router: inout Router, logouts: Logouts, rateLimit: RateLimiter, requestTimeout: Duration) {
         let policy = RoutePolicy(
             rateLimit: rateLimit,
             refusal: .oauth,
@@ -34,26 +33,17 @@ enum BackChannelLogoutRoute {
             policy: policy,
             .async { request, info in
                 let provider = info.parameters["provider"] ?? ""
-                guard service.acceptsBackChannelLogout(provider: provider) else {
+                guard logouts.acceptsBackChannelLogout(provider: provider) else {
                     return Problem(
                         status: .notFound,
                         code: "not_found",
                         detail: "No configured provider of this name takes back-channel logout tokens (tokengate check-config lists them)."
                     ).response()
                 }
-                do {
-                    _ = try await service.backChannelLogout(provider: provider, logoutToken: try logoutToken(request))
-                    return ServerResponse(status: .ok, headerFields: [.cacheControl: "no-store"])
-                } catch let error as PostgresError where error.isUnavailable || error.isCancelled {
-                    // In this endpoint's error form, not problem+json: a provider reads RFC 6749 §5.2.
-                    service.logger.warning("database unavailable", metadata: ["route": .string(pattern)])
-                    return OAuthError(
-                        .temporarilyUnavailable,
-                        "TokenGate's database is unavailable; send the logout token again shortly.",
-                        retryAfter: 5
-                    )
-                    .response()
-                }
+                // A database that cannot answer is a 503 in this endpoint's error form (the
+                // policy's `.oauth`), not problem+json: a provider reads RFC 6749 §5.2.
+                _ = try await logouts.backChannelLogout(provider: provider, logoutToken: try logoutToken(request))
+                return ServerResponse(status: .ok, headerFields: [.cacheControl: "no-store"])
             }
         )
     }

@@ -17,48 +17,43 @@ enum DPoPGate {
     /// bound session needs the `DPoP` scheme and one proof of its key for this method and URL,
     /// with the token's hash (`ath`), used nowhere before (the shared record: a statement); an
     /// unbound one needs the `Bearer` scheme.
-    static func check(_ request: ServerRequest, session: SessionContext, token: PresentedToken, auth: AuthService) async throws {
+    static func check(_ request: ServerRequest, session: SessionContext, token: PresentedToken, dpop: DPoPBinding) async throws {
         do {
             guard let bound = try boundKey(session: session, token: token) else { return }
             guard let proof = try onlyProof(request) else { throw DPoPError(.invalidProof, "Send a DPoP proof in the DPoP header.") }
-            let target = DPoPTarget(method: request.method.rawValue, uri: auth.issuer + request.path, accessToken: token.value)
             // Never on an event loop (a signature check and a statement). An async route's first
             // job runs inline on the connection's loop until it first suspends, which a session
             // from memory does not bring: the work then goes to a task of its own.
             let loop = request.loop
-            guard loop?.inEventLoop == true else {
-                return try await verifyAndRecord(proof, for: target, boundTo: bound, auth: auth, notOn: loop)
+            let method = request.method.rawValue
+            let path = String(request.path)
+            let presented = String(token.value)
+            let work: @Sendable () async throws -> Void = {
+                assert(loop?.inEventLoop != true, "a DPoP proof checked on an event loop")
+                // The key is compared before the signature is checked, and the proof is recorded
+                // only once it is found good: a made-up proof costs no signature check and no record.
+                let verified = try dpop.verify(proof, method: method, path: path, accessToken: presented[...], boundTo: bound)
+                try await dpop.recordProof(verified)
             }
-            try await Task.detached { try await verifyAndRecord(proof, for: target, boundTo: bound, auth: auth, notOn: loop) }.value
+            if loop?.inEventLoop == true {
+                try await Task.detached(operation: work).value
+            } else {
+                try await work()
+            }
         } catch var refusal as DPoPError {
-            refusal.algorithms = auth.dpop.algorithmNames
+            refusal.algorithms = dpop.algorithmNames
             throw refusal
         }
     }
 
-    /// The proof's signature checked and, when good, the proof recorded. Debug builds, which run
-    /// the tests, stop here if it ever runs on the request's loop.
-    private static func verifyAndRecord(
-        _ proof: String,
-        for target: DPoPTarget,
-        boundTo bound: String,
-        auth: AuthService,
-        notOn loop: EventLoop?
-    ) async throws {
-        assert(loop?.inEventLoop != true, "a DPoP proof checked on an event loop")
-        // The key is compared before the signature is checked, and the proof is recorded only
-        // once it is found good: a made-up proof costs no signature check and no record.
-        try await auth.recordProof(try auth.dpop.verify(proof, for: target, boundTo: bound))
-    }
-
     /// Whether `session` is bound, so that a proof must be checked (off the event loop: a
     /// signature check and a statement); throws when the scheme does not match the binding.
-    static func needsProof(session: SessionContext, token: PresentedToken, auth: AuthService) throws(DPoPError) -> Bool {
+    static func needsProof(session: SessionContext, token: PresentedToken, dpop: DPoPBinding) throws(DPoPError) -> Bool {
         do {
             return try boundKey(session: session, token: token) != nil
         } catch {
             var refusal = error
-            refusal.algorithms = auth.dpop.algorithmNames
+            refusal.algorithms = dpop.algorithmNames
             throw refusal
         }
     }
@@ -79,10 +74,10 @@ enum DPoPGate {
 
     /// A token request's verified proof, when it sends one (for `POST` to the token endpoint's
     /// public URL); not yet recorded: the grant records it once the grant is found good.
-    static func proof(_ request: ServerRequest, auth: AuthService) throws(OAuthError) -> DPoPProof? {
+    static func proof(_ request: ServerRequest, dpop: DPoPBinding) throws(OAuthError) -> DPoPProof? {
         do {
             guard let proof = try onlyProof(request) else { return nil }
-            return try auth.dpop.verify(proof, for: DPoPTarget(method: request.method.rawValue, uri: auth.issuer + request.path))
+            return try dpop.verify(proof, method: request.method.rawValue, path: request.path)
         } catch {
             throw OAuthError(error)
         }

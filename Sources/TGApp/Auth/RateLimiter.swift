@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
 import HTTPTypes
+import Synchronization
 import TGBase
 import TGHTTPServer
 import TGStore
@@ -19,12 +20,15 @@ import TGStore
 /// PostgreSQL when leased, and an instance that dies or lets a lease lapse loses them. When
 /// PostgreSQL cannot be reached the instance's own in-memory buckets decide (``LocalBuckets``),
 /// as they do without a store.
-final class RateLimiter: @unchecked Sendable {
-    // Invariant: `leases`, `takes` and `lastPrune` are only accessed with `lock` held.
-    private let lock = NSLock()
-    private var leases: [String: Lease] = [:]
-    private var takes: [String: Task<Void, Never>] = [:]
-    private var lastPrune = Date.distantPast
+final class RateLimiter: Sendable {
+    /// What this instance knows per address: its lease or refusal, and the take in flight.
+    private struct Memory {
+        var leases: [String: Lease] = [:]
+        var takes: [String: Task<Void, Never>] = [:]
+        var lastPrune = Date.distantPast
+    }
+
+    private let memory = Mutex(Memory())
 
     let scope: String
     let perMinute: Int
@@ -99,7 +103,7 @@ final class RateLimiter: @unchecked Sendable {
         guard perMinute > 0 else { return .admitted }
         guard store != nil else { return local.admit(client).map { .refused(retryAfter: $0) } ?? .admitted }
         let now = now()
-        return lock.withLock { spend(client, now: now) }
+        return memory.withLock { spend(client, now: now, in: &$0) }
     }
 
     /// Nil when the request may go ahead, else the seconds to wait: from memory when it can tell,
@@ -108,16 +112,16 @@ final class RateLimiter: @unchecked Sendable {
         // A few rounds: each either decides or waits for a take that changes what memory knows.
         for _ in 0..<8 {
             let now = now()
-            let step: Step = lock.withLock {
-                switch spend(client, now: now) {
+            let step: Step = memory.withLock { memory in
+                switch spend(client, now: now, in: &memory) {
                 case .admitted: return .decided(nil)
                 case .refused(let wait): return .decided(wait)
                 case .ask: break
                 }
-                if let running = takes[client] { return .wait(running) }
-                let want = min(maxLease, leases[client]?.nextSize ?? 1)
+                if let running = memory.takes[client] { return .wait(running) }
+                let want = min(maxLease, memory.leases[client]?.nextSize ?? 1)
                 let take = Task { await self.take(client, want: want) }
-                takes[client] = take
+                memory.takes[client] = take
                 return .wait(take)
             }
             switch step {
@@ -136,21 +140,21 @@ final class RateLimiter: @unchecked Sendable {
     }
 
     /// Addresses this instance holds a lease or a refusal for (tests).
-    var remembered: Int { lock.withLock { leases.count } }
+    var remembered: Int { memory.withLock { $0.leases.count } }
 
     private enum Step {
         case decided(Int?)
         case wait(Task<Void, Never>)
     }
 
-    /// Spends a leased token, or tells of a remembered refusal; `.ask` otherwise. Lock held.
-    private func spend(_ client: String, now: Date) -> Decision {
-        pruneIfDue(now)
-        guard var lease = leases[client] else { return .ask }
+    /// Spends a leased token, or tells of a remembered refusal; `.ask` otherwise.
+    private func spend(_ client: String, now: Date, in memory: inout Memory) -> Decision {
+        pruneIfDue(now, in: &memory)
+        guard var lease = memory.leases[client] else { return .ask }
         if lease.refusedUntil > now { return .refused(retryAfter: max(1, Int(lease.refusedUntil.timeIntervalSince(now).rounded(.up)))) }
         guard lease.tokens > 0, lease.expires > now else { return .ask }
         lease.tokens -= 1
-        leases[client] = lease
+        memory.leases[client] = lease
         return .admitted
     }
 
@@ -170,12 +174,12 @@ final class RateLimiter: @unchecked Sendable {
     private func take(_ client: String, want: Int) async {
         let started = now()
         let result = await fetch(client, want: want)
-        lock.withLock {
-            defer { takes[client] = nil }
+        memory.withLock { memory in
+            defer { memory.takes[client] = nil }
             guard let result else {
                 // Decided by the local buckets until the next take: a lease of them, one by one.
                 let wait = local.admit(client)
-                leases[client] = Lease(
+                memory.leases[client] = Lease(
                     tokens: wait == nil ? 1 : 0,
                     expires: started.addingTimeInterval(leaseLifetime),
                     refusedUntil: wait.map { started.addingTimeInterval(Double($0)) } ?? .distantPast,
@@ -183,10 +187,10 @@ final class RateLimiter: @unchecked Sendable {
                 )
                 return
             }
-            let previous = leases[client]
+            let previous = memory.leases[client]
             // A client back within the lease's lifetime gets a bigger lease next time.
             let busy = previous.map { started.timeIntervalSince($0.expires) < leaseLifetime } ?? false
-            leases[client] = Lease(
+            memory.leases[client] = Lease(
                 tokens: result.granted,
                 expires: started.addingTimeInterval(leaseLifetime),
                 refusedUntil: result.granted > 0 ? .distantPast : started.addingTimeInterval(Double(wait(after: result))),
@@ -196,11 +200,11 @@ final class RateLimiter: @unchecked Sendable {
     }
 
     /// Forgets lapsed leases and refusals every few lease lifetimes, so memory holds the addresses
-    /// of the last few seconds only, however many come and go. Lock held.
-    private func pruneIfDue(_ now: Date) {
-        guard now.timeIntervalSince(lastPrune) > leaseLifetime * 5 else { return }
-        leases = leases.filter { $0.value.expires > now || $0.value.refusedUntil > now }
-        lastPrune = now
+    /// of the last few seconds only, however many come and go.
+    private func pruneIfDue(_ now: Date, in memory: inout Memory) {
+        guard now.timeIntervalSince(memory.lastPrune) > leaseLifetime * 5 else { return }
+        memory.leases = memory.leases.filter { $0.value.expires > now || $0.value.refusedUntil > now }
+        memory.lastPrune = now
     }
 
     /// Tokens this instance leased for one client, and what it knows of the shared bucket.
@@ -225,11 +229,9 @@ final class RateLimiter: @unchecked Sendable {
 }
 
 /// Token buckets per client address in this instance's memory.
-final class LocalBuckets: @unchecked Sendable {
-    // Invariant: `buckets` and `lastPrune` are only accessed with `lock` held.
-    private let lock = NSLock()
-    private var buckets: [String: (tokens: Double, updated: Date)] = [:]
-    private var lastPrune = Date.distantPast
+final class LocalBuckets: Sendable {
+    /// Tokens per address, and when full buckets were last forgotten.
+    private let state = Mutex<(buckets: [String: (tokens: Double, updated: Date)], lastPrune: Date)>(([:], .distantPast))
     let perMinute: Int
     let now: @Sendable () -> Date
 
@@ -244,21 +246,23 @@ final class LocalBuckets: @unchecked Sendable {
         let now = now()
         let capacity = Double(perMinute)
         let rate = capacity / 60
-        return lock.withLock {
-            if now.timeIntervalSince(lastPrune) > 60 {
+        return state.withLock { state in
+            if now.timeIntervalSince(state.lastPrune) > 60 {
                 // Full buckets carry no information: forget them so memory stays bounded.
-                buckets = buckets.filter { min(capacity, $0.value.tokens + now.timeIntervalSince($0.value.updated) * rate) < capacity }
-                lastPrune = now
+                state.buckets = state.buckets.filter {
+                    min(capacity, $0.value.tokens + now.timeIntervalSince($0.value.updated) * rate) < capacity
+                }
+                state.lastPrune = now
             }
-            var bucket = buckets[key] ?? (capacity, now)
+            var bucket = state.buckets[key] ?? (capacity, now)
             bucket.tokens = min(capacity, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate)
             bucket.updated = now
             guard bucket.tokens >= 1 else {
-                buckets[key] = bucket
+                state.buckets[key] = bucket
                 return max(1, Int(((1 - bucket.tokens) / rate).rounded(.up)))
             }
             bucket.tokens -= 1
-            buckets[key] = bucket
+            state.buckets[key] = bucket
             return nil
         }
     }

@@ -19,7 +19,7 @@ extension TokenGateConfiguration {
         var text = "Register at each provider:\n"
         for provider in providers {
             text += "  \(provider.name): redirect_uri \(base)/auth/callback\n"
-            text += "  \(provider.name): post_logout_redirect_uri \(base)\(AuthService.logoutReturnPath)\n"
+            text += "  \(provider.name): post_logout_redirect_uri \(base)\(Logouts.logoutReturnPath)\n"
             if let uri = backChannel[provider.name] {
                 text += "  \(provider.name): backchannel_logout_uri \(uri)\n"
             } else {

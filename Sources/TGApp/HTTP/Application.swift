@@ -1,9 +1,10 @@
 import HTTPTypes
 public import Logging
 import Synchronization
+import TGAuth
 import TGEventLoop
 public import TGHTTPServer
-import TGPostgres
+import TGStore
 
 #if canImport(Glibc)
 import Glibc
@@ -123,7 +124,7 @@ public final class Application: Sendable {
                         if let session { info.session = try await session(request) }
                         response = try await handler(request, info)
                     } catch {
-                        response = self.answer(error, requestID: info.requestID, route: route.pattern)
+                        response = self.answer(error, requestID: info.requestID, route: route.pattern, form: route.policy.refusal)
                     }
                     return self.finish(response, request, info, route.name, started)
                 }
@@ -131,17 +132,24 @@ public final class Application: Sendable {
         }
     }
 
-    /// The one catch site: errors that know their answer give it; anything else is a logged 500.
-    func answer(_ error: any Error, requestID: String, route: String) -> ServerResponse {
+    /// The one catch site: errors that know their answer give it; a database that cannot answer
+    /// now is a logged 503 in the route's error form (`form`: RFC 6749 §5.2's at the token and
+    /// back-channel logout endpoints, problem+json elsewhere); anything else is a logged 500.
+    func answer(_ error: any Error, requestID: String, route: String, form: RoutePolicy.Refusal) -> ServerResponse {
         if let error = error as? any HTTPResponseError { return error.response() }
-        if let error = error as? PostgresError, error.isUnavailable || error.isCancelled {
+        if let error = error as? StoreError, error.isTransient {
             logger.warning("database unavailable", metadata: ["request_id": .string(requestID), "route": .string(route)])
-            return Problem(
-                status: .serviceUnavailable,
-                code: "database_unavailable",
-                detail: "TokenGate's database is unavailable; try again shortly.",
-                headerFields: [.retryAfter: "5"]
-            ).response()
+            switch form {
+            case .problem:
+                return Problem(
+                    status: .serviceUnavailable,
+                    code: "database_unavailable",
+                    detail: "TokenGate's database is unavailable; try again shortly.",
+                    headerFields: [.retryAfter: "5"]
+                ).response()
+            case .oauth:
+                return OAuthError(.temporarilyUnavailable, "TokenGate's database is unavailable; try again shortly.", retryAfter: 5).response()
+            }
         }
         logger.error(
             "unhandled error",
@@ -269,7 +277,7 @@ final class LoopCall: Sendable {
         let response: ServerResponse
         switch consume result {
         case .success(let answer): response = answer
-        case .failure(let error): response = app.answer(error, requestID: info.requestID, route: route.pattern)
+        case .failure(let error): response = app.answer(error, requestID: info.requestID, route: route.pattern, form: .problem)
         }
         responder.respond(app.finish(response, request, info, route, started))
     }

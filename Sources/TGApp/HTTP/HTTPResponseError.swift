@@ -38,12 +38,15 @@ public struct Problem: HTTPResponseError, Equatable {
     }
 
     public func response() -> ServerResponse {
-        var object: [String: Any] = members
-        object.merge(["type": "about:blank", "title": title, "status": status.code, "code": code]) { _, standard in standard }
-        object["detail"] = detail
+        var object = members.mapValues(JSONValue.string)
+        object["type"] = .string("about:blank")
+        object["title"] = .string(title)
+        object["status"] = .number(Double(status.code))
+        object["code"] = .string(code)
+        object["detail"] = .string(detail)
         var fields = headerFields
         fields[.cacheControl] = "no-store"
-        return ServerResponse(status: status, contentType: "application/problem+json", body: JSON.encode(object), headerFields: fields)
+        return JSON.response(status, JSONValue.object(object), contentType: "application/problem+json", headerFields: fields)
     }
 
     public static func notFound() -> Problem {
@@ -69,10 +72,24 @@ public struct Problem: HTTPResponseError, Equatable {
     }
 }
 
-/// Serialises small JSON documents with sorted keys (stable output for clients and tests;
-/// ``SortedJSON``).
+/// How every route writes JSON: one `Encodable` value (a `Codable` document with the wire's
+/// snake_case keys, or ``JSONValue`` for open-ended members) encoded once, keys sorted (stable
+/// output for clients and tests) and slashes not escaped (``SortedJSON/encode(_:)``).
 public enum JSON {
-    public static func encode(_ object: Any) -> String {
-        SortedJSON.string(object) ?? "{}"
+    public static func encode(_ value: some Encodable) -> [UInt8] {
+        // What routes encode is strings, numbers, booleans and containers of them: it cannot fail.
+        (try? SortedJSON.encode(value)) ?? Array("{}".utf8)
+    }
+
+    /// A response with `value` as its body.
+    public static func response(
+        _ status: HTTPResponse.Status,
+        _ value: some Encodable,
+        contentType: String = "application/json",
+        headerFields: HTTPFields = [.cacheControl: "no-store"]
+    ) -> ServerResponse {
+        var fields = headerFields
+        fields[.contentType] = contentType
+        return ServerResponse(status: status, headerFields: fields, body: .bytes(encode(value)))
     }
 }

@@ -9,7 +9,8 @@ import TGHTTPServer
 public struct RoutePolicy: Sendable {
     /// Requests per client address and minute; past it the handler does not run.
     var rateLimit: RateLimiter?
-    /// How a refused request is answered.
+    /// How a refused request is answered, and the form of the route's other errors
+    /// (``Application``'s one catch site).
     var refusal: Refusal = .problem
     /// The session the request's bearer access token must name (its handler finds it in
     /// ``RequestInfo/session``); a missing, unknown or expired token is refused with 401.
@@ -17,7 +18,8 @@ public struct RoutePolicy: Sendable {
     /// The body limit and deadline, when not the server's defaults.
     var limits: RouteLimits?
 
-    /// The answer to a request past its route's rate limit.
+    /// The error form of a route's refusals: a request past its rate limit, a database that
+    /// cannot answer now.
     enum Refusal: Sendable {
         /// `application/problem+json` (`rate_limited`).
         case problem

@@ -16,7 +16,8 @@ enum ProxyRoutes {
         to router: inout Router,
         upstreams configured: [TokenGateConfiguration.Upstream],
         loops: [EventLoop],
-        auth: AuthService,
+        upstreamTokens: UpstreamTokens,
+        dpop: DPoPBinding,
         publicBaseURL: String,
         metrics: TokenGateMetrics? = nil
     ) {
@@ -26,7 +27,12 @@ enum ProxyRoutes {
             ProxyUpstream(
                 settings.proxySettings,
                 loops: loops,
-                credentials: ProxyAccountTokens(auth: auth, provider: settings.provider, scopes: UpstreamScopes(settings.scopes)),
+                credentials: ProxyAccountTokens(
+                    tokens: upstreamTokens,
+                    dpop: dpop,
+                    provider: settings.provider,
+                    scopes: UpstreamScopes(settings.scopes)
+                ),
                 publicBaseURL: publicBaseURL,
                 linkMetrics: linkMetrics
             )
@@ -95,36 +101,37 @@ extension TokenGateConfiguration.Upstream {
 /// names (its DPoP binding honoured, ``DPoPGate``), of an account of the API's provider, and
 /// that account's token for the API's scopes.
 struct ProxyAccountTokens: ProxyCredentials {
-    let auth: AuthService
+    let tokens: UpstreamTokens
+    let dpop: DPoPBinding
     let provider: String
     let scopes: UpstreamScopes
 
     func cached(for request: ServerRequest) throws -> ProxyCredential? {
         let presented = try AuthRoutes.presentedToken(request)
-        guard let session = try auth.cachedSessionForAPI(accessToken: presented.value), session.account.provider == provider,
-            let token = auth.cachedUpstreamAccessToken(for: session, scopes: scopes)
+        guard let session = try tokens.cachedSessionForAPI(accessToken: presented.value), session.account.provider == provider,
+            let token = tokens.cachedUpstreamAccessToken(for: session, scopes: scopes)
         else { return nil }
-        guard try DPoPGate.needsProof(session: session, token: presented, auth: auth) else { return credential(token) }
+        guard try DPoPGate.needsProof(session: session, token: presented, dpop: dpop) else { return credential(token) }
         // A bound session's proof: its signature check and its record in the shared table, in a
         // task off the loop, before the call goes.
-        let auth = auth
+        let dpop = dpop
         return credential(token) {
-            try await DPoPGate.check(request, session: session, token: presented, auth: auth)
+            try await DPoPGate.check(request, session: session, token: presented, dpop: dpop)
         }
     }
 
     func load(for request: ServerRequest, rejected: String?) async throws -> ProxyCredential {
         let presented = try AuthRoutes.presentedToken(request)
-        let session = try await auth.authenticateForAPI(accessToken: String(presented.value))
+        let session = try await tokens.authenticateForAPI(accessToken: String(presented.value))
         // A call whose token the API refused had its proof checked (and recorded) already.
-        if rejected == nil { try await DPoPGate.check(request, session: session, token: presented, auth: auth) }
+        if rejected == nil { try await DPoPGate.check(request, session: session, token: presented, dpop: dpop) }
         guard session.account.provider == provider else {
             throw AuthProblem(
                 .wrongProvider,
                 "This API takes accounts of provider \(provider); this token's account is of \(session.account.provider)."
             )
         }
-        return credential(try await auth.upstreamAccessToken(for: session, scopes: scopes.scopes, rejected: rejected))
+        return credential(try await tokens.upstreamAccessToken(for: session, scopes: scopes.scopes, rejected: rejected))
     }
 
     /// `token` with its header line.
