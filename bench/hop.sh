@@ -24,6 +24,7 @@
 # noisy, counts are not. STRACE_STACKS=1 also prints each target's distinct stacks of the calls
 # other than epoll_wait and the plain reads and writes (`strace -k`). INSTRUCTIONS=1 ends with
 # bench/instructions.sh (instructions per call, TokenGate against the floor, under callgrind).
+# TOKENGATE_BINARY=/path/to/tokengate measures that build instead of this tree's release build.
 # Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +35,13 @@ connections=${3:-64}
 pin_server=${SERVER_CPUS-1} pin_load=${LOAD_CPUS-0}
 [ "$(nproc)" -ge 2 ] || { pin_server="" pin_load=""; }
 EXTRA_PACKAGES="nginx wrk strace" scripts/deps.sh
-release_build tokengate
+# TOKENGATE_BINARY=/path/to/tokengate: that build (an older one, to compare) instead of this tree's.
+if [ -n "${TOKENGATE_BINARY:-}" ]; then
+    bindir=$(cd "$(dirname "$TOKENGATE_BINARY")" && pwd)
+    [ "$(basename "$TOKENGATE_BINARY")" = tokengate ] || { echo "bench: TOKENGATE_BINARY must be named tokengate" >&2; exit 1; }
+else
+    release_build tokengate
+fi
 floor="${TMPDIR:-/tmp}/tokengate-proxy-floor"
 cc -O2 -o "$floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread -lmimalloc
 
