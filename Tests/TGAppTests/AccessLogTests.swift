@@ -52,18 +52,20 @@ final class HandMovedClock: Sendable {
         log.record(requestID: id, method: "GET", route: "/api/{upstream}/**", status: 200, nanoseconds: 1_234_567, remote: "127.0.0.1")
     }
 
-    @Test func aLineIsWhatTheLogHandlerPrintsForTheSameRequest() throws {
+    @Test(arguments: [0, 1, 499, 500, 999_999, 1_234_600, 12_000_000, 100_250_000, 3_600_000_000_000] as [Int64])
+    func aLineIsWhatTheLogHandlerPrintsForTheSameRequest(nanoseconds: Int64) throws {
+        let route = "/a \"b\"\\\n\u{01}\u{1F}é/{id}"
         let handlerSink = CapturingLogSink()
         capturingLogger(handlerSink).info(
             "request",
             metadata: [
-                "request_id": "r-1", "method": "GET", "route": "/a \"b\"\\\n", "status": .stringConvertible(201),
-                "duration_ms": .stringConvertible((1.2346 * 1000).rounded() / 1000), "remote": "::1",
+                "request_id": "r-1", "method": "GET", "route": .string(route), "status": .stringConvertible(201),
+                "duration_ms": .stringConvertible((Double(nanoseconds) / 1e6 * 1000).rounded() / 1000), "remote": "::1",
             ]
         )
         let sink = RawLogSink()
         let log = AccessLog(label: "tokengate.test", sink: sink, settings: AccessLog.Settings(bufferSize: 0))
-        log.record(requestID: "r-1", method: "GET", route: "/a \"b\"\\\n", status: 201, nanoseconds: 1_234_600, remote: "::1")
+        log.record(requestID: "r-1", method: "GET", route: route, status: 201, nanoseconds: nanoseconds, remote: "::1")
         let expected = try #require(handlerSink.lines.first)
         let line = try #require(sink.lines.first)
         // The same text after the time, which both print as 2026-11-28T14:49:02.123Z.
@@ -72,6 +74,7 @@ final class HandMovedClock: Sendable {
         #expect(line.utf8.count == expected.utf8.count)
         let time = try #require(decodeJSON(line)["time"] as? String)
         #expect(time.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil)
+        #expect(decodeJSON(line)["route"] as? String == route)
     }
 
     @Test func linesStayWholeAndInOrderWhenManyThreadsWriteAtOnce() throws {

@@ -176,18 +176,17 @@ extension AccessLog {
         Self.appendQuoted(label, to: &state.bytes)
         // The keys in JSONLogHandler's order (sorted); the duration as it prints a Double.
         state.bytes.append(contentsOf: #","message":"request","duration_ms":"#.utf8)
-        let millisecondsElapsed = Double(nanoseconds) / 1e6
-        state.bytes.append(contentsOf: "\((millisecondsElapsed * 1000).rounded() / 1000)".utf8)
+        Self.appendMilliseconds(nanoseconds, to: &state.bytes)
         state.bytes.append(contentsOf: #","method":"#.utf8)
-        Self.appendQuoted(method.utf8, to: &state.bytes)
+        Self.appendQuoted(method, to: &state.bytes)
         state.bytes.append(contentsOf: #","remote":"#.utf8)
-        Self.appendQuoted((remote ?? "-").utf8, to: &state.bytes)
+        Self.appendQuoted(remote ?? "-", to: &state.bytes)
         state.bytes.append(contentsOf: #","request_id":"#.utf8)
-        Self.appendQuoted(requestID.utf8, to: &state.bytes)
+        Self.appendQuoted(requestID, to: &state.bytes)
         state.bytes.append(contentsOf: #","route":"#.utf8)
-        Self.appendQuoted(route.utf8, to: &state.bytes)
+        Self.appendQuoted(route, to: &state.bytes)
         state.bytes.append(contentsOf: #","status":"#.utf8)
-        state.bytes.append(contentsOf: "\(status)".utf8)
+        Self.appendDecimal(Int64(status), to: &state.bytes)
         state.bytes.append(contentsOf: "}\n".utf8)
     }
 
@@ -221,25 +220,88 @@ extension AccessLog {
     }
 
     /// Appends `text` as a JSON string literal, escaped as ``JSONLogHandler/appendQuoted(_:to:)``
-    /// escapes it (other bytes, UTF-8 included, as they are).
-    static func appendQuoted<Bytes: Sequence<UInt8>>(_ text: Bytes, to bytes: inout [UInt8]) {
+    /// escapes it (other bytes, UTF-8 included, as they are): runs without an escape are copied whole.
+    static func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { appendQuoted($0, to: &bytes) }
+    }
+
+    static func appendQuoted(_ text: [UInt8], to bytes: inout [UInt8]) {
+        text.withUnsafeBufferPointer { appendQuoted($0, to: &bytes) }
+    }
+
+    static func appendQuoted(_ text: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
-        for byte in text {
+        var start = 0
+        for index in 0..<text.count {
+            let byte = text[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[start..<index]))
+            start = index + 1
             switch byte {
             case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
             case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
             case UInt8(ascii: "\n"): bytes.append(contentsOf: #"\n"#.utf8)
             case UInt8(ascii: "\r"): bytes.append(contentsOf: #"\r"#.utf8)
             case UInt8(ascii: "\t"): bytes.append(contentsOf: #"\t"#.utf8)
-            case 0..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+            default:
+                let hex = UInt8(ascii: "0")
                 bytes.append(contentsOf: #"\u00"#.utf8)
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0xF)])
-            default: bytes.append(byte)
+                bytes.append(hex + byte >> 4)
+                bytes.append(byte & 0xF < 10 ? hex + byte & 0xF : UInt8(ascii: "a") + byte & 0xF - 10)
             }
         }
+        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: text[start...]))
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `value` in decimal.
+    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits:
+            (
+                UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                UInt8
+            ) =
+                (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var index = buffer.count
+            repeat {
+                index -= 1
+                buffer[index] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            bytes.append(contentsOf: buffer[index...])
+        }
+    }
+
+    /// Appends `nanoseconds` as milliseconds rounded to the microsecond, as Swift prints that
+    /// `Double` (`(ms * 1000).rounded() / 1000`, which ``JSONLogHandler`` printed): `0.0`, `1.5`,
+    /// `12.345`, without going through a `Double`'s text.
+    static func appendMilliseconds(_ nanoseconds: Int64, to bytes: inout [UInt8]) {
+        let micros = (Double(nanoseconds) / 1e6 * 1000).rounded()
+        // Beyond 2^53 µs (285 years) a Double's text would switch to an exponent.
+        guard micros.magnitude < 9e15 else {
+            bytes.append(contentsOf: "\(micros / 1000)".utf8)
+            return
+        }
+        let whole = Int64(micros)
+        appendDecimal(whole / 1000, to: &bytes)
+        if whole < 0, whole / 1000 == 0 { bytes.insert(UInt8(ascii: "-"), at: bytes.count - 1) }
+        bytes.append(UInt8(ascii: "."))
+        var fraction = Int(whole.magnitude % 1000)
+        var width = 3
+        while width > 1, fraction % 10 == 0 {
+            fraction /= 10
+            width -= 1
+        }
+        var divisor = 1
+        for _ in 1..<width { divisor *= 10 }
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(fraction / divisor % 10))
+            divisor /= 10
+        }
     }
 }
 
