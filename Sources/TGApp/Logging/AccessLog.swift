@@ -16,8 +16,8 @@ import Glibc
 public final class AccessLog: @unchecked Sendable {
     // Invariants: `buffers` is only accessed with `registry` held, and a buffer's bytes with its
     // own lock held; the output is written only with a buffer's lock and then `writing` held (in
-    // that order, never the other), so writes are whole lines and one at a time. `key` is created
-    // in init and deleted in deinit; `flusher` is touched by start and stop only.
+    // that order, never the other), so writes are whole lines and one at a time. `key` (buffered
+    // logs only) is created in init and deleted in deinit; `flusher` only with its own lock held.
     public struct Settings: Sendable {
         /// A thread's buffer is written once it holds this many bytes (0: every line at once).
         public var bufferSize = 32 * 1024
@@ -67,16 +67,23 @@ public final class AccessLog: @unchecked Sendable {
         self.settings = settings
         self.now = now ?? { EventLoop.now() }
         interval = max(1, EventLoop.nanoseconds(settings.flushInterval))
-        precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
+        // Unbuffered, no thread has a buffer (and the process's few thread keys are not used).
+        if settings.bufferSize > 0 { precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed") }
     }
 
     deinit {
         stop()
-        pthread_key_delete(key)
+        if settings.bufferSize > 0 { pthread_key_delete(key) }
     }
 
     /// Appends one request's line to the calling thread's buffer (and writes the buffer when full).
     public func record(requestID: String, method: String, route: String, status: Int, nanoseconds: Int64, remote: String?) {
+        guard settings.bufferSize > 0 else {
+            var state = Buffer.State()
+            appendLine(&state, requestID: requestID, method: method, route: route, status: status, nanoseconds: nanoseconds, remote: remote)
+            write(&state)
+            return
+        }
         let buffer = threadBuffer()
         buffer.state.withLock { state in
             if state.bytes.isEmpty {
