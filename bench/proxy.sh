@@ -24,6 +24,8 @@
 #               a fresh C floor with TokenGate's limits (14 KiB per connection, 9000 upstream
 #               connections, compact read buffers past 256 calls in flight per loop), the memory
 #               floor of the design.
+# Pinned and unpinned side by side, with the access log on and off and the system calls of each
+# per request: bench/hop.sh.
 # Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -82,6 +82,7 @@ public struct Gateway: Sendable {
         } catch {
             // Nothing runs yet: close the public port again, and what runs on its loops.
             await assembly.server.shutdown()
+            assembly.application.accessLines?.stop()
             throw error
         }
         logger.info(
@@ -139,6 +140,8 @@ struct ServerService: Service {
         // Cancelled instead (the group failed): drain all the same.
         try? await gracefulShutdown()
         await assembly.server.shutdown()
+        // Drained: every request's line is in a buffer; write them all.
+        assembly.application.accessLines?.stop()
         logger.info("stopped")
     }
 }

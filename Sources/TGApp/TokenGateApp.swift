@@ -217,6 +217,7 @@ public enum TokenGateApp {
             router: router,
             logger: logger,
             accessLog: configuration.log.accessLog,
+            accessLines: bufferedAccessLog(configuration.log, logger: logger),
             trustedProxies: TrustedProxies(configuration.server.trustedProxies),
             metrics: metrics
         )
@@ -243,6 +244,19 @@ public enum TokenGateApp {
         settings.drainTimeout = .seconds(server.drainTimeoutSeconds)
         settings.diagnosticsSink = { message in logger.debug("libmicrohttpd", metadata: ["detail": .string(message)]) }
         return settings
+    }
+
+    /// The access log buffered per loop as configured (`log.access_log_buffer_bytes`, `…_flush_seconds`),
+    /// its flushing thread started; nil when unbuffered, off, or the logger does not print JSON lines.
+    /// The server's owner stops it after the server drained (``ServerService``).
+    static func bufferedAccessLog(_ log: TokenGateConfiguration.Log, logger: Logger) -> AccessLog? {
+        guard log.accessLog, log.accessLogBufferBytes > 0, logger.logLevel <= .info,
+            let json = logger.handler as? JSONLogHandler
+        else { return nil }
+        let settings = AccessLog.Settings(bufferSize: log.accessLogBufferBytes, flushInterval: .seconds(log.accessLogFlushSeconds))
+        let accessLog = AccessLog(label: json.label, sink: json.sink, settings: settings)
+        accessLog.start()
+        return accessLog
     }
 
     /// A logger writing JSON lines at the configured level.

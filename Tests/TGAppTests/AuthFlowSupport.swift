@@ -102,7 +102,10 @@ struct AuthFlowHarness {
                 \(upstreams)
                 \(extraConfiguration)
                 """
-            let configuration = try loadConfiguration(text)
+            var configuration = try loadConfiguration(text)
+            // Tests read the access log as requests finish: each line written at once
+            // (AccessLogTests and ServeAccessLogTests cover the buffered log).
+            configuration.log.accessLogBufferBytes = 0
             var clientSettings = HTTPClient.Configuration()
             clientSettings.allowPlainHTTPToLoopbackForTesting = true
             clientSettings.maxConnectionsPerHost = 256

@@ -58,6 +58,10 @@ struct ConfigurationValidator {
         if Logger.Level(rawValue: c.log.level) == nil {
             problem("log.level", "must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
+        if !(0...(1 << 20)).contains(c.log.accessLogBufferBytes) {
+            problem("log.access_log_buffer_bytes", "must be 0 (unbuffered) to 1048576")
+        }
+        if !(1...60).contains(c.log.accessLogFlushSeconds) { problem("log.access_log_flush_seconds", "must be 1 to 60") }
         checkEncryption(c.encryption)
         checkClients(c.clients, providers: Set(c.providers.map(\.name)))
         checkProviders(c.providers)

@@ -151,16 +151,24 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var level: String
         /// One line per request.
         public var accessLog: Bool
+        /// Access-log lines are buffered per event loop and written once a buffer holds this many
+        /// bytes (0: each line written at once), or ``accessLogFlushSeconds`` after its oldest line.
+        public var accessLogBufferBytes: Int
+        public var accessLogFlushSeconds: Int
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case level
             case accessLog = "access_log"
+            case accessLogBufferBytes = "access_log_buffer_bytes"
+            case accessLogFlushSeconds = "access_log_flush_seconds"
         }
 
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             level = try c.value(.level, default: "info")
             accessLog = try c.value(.accessLog, default: true)
+            accessLogBufferBytes = try c.value(.accessLogBufferBytes, default: 32 * 1024)
+            accessLogFlushSeconds = try c.value(.accessLogFlushSeconds, default: 1)
         }
     }
 

@@ -22,11 +22,17 @@ public final class Application: Sendable {
     public let trustedProxies: TrustedProxies
     /// Requests by route, method and status, and their latency (nil: not counted).
     public let metrics: TokenGateMetrics?
+    /// Where access-log lines go when the logger prints JSON lines (``JSONLogHandler``) at `info`
+    /// or below: the buffered log given, else one writing each line to the logger's sink at once.
+    /// Nil: through `logger` (another handler), or no access log.
+    public let accessLines: AccessLog?
 
+    /// `accessLines`: a buffered access log (``AccessLog``); the server's owner starts and stops it.
     public init(
         router: Router,
         logger: Logger,
         accessLog: Bool = true,
+        accessLines: AccessLog? = nil,
         trustedProxies: TrustedProxies = TrustedProxies([]),
         metrics: TokenGateMetrics? = nil
     ) {
@@ -35,6 +41,11 @@ public final class Application: Sendable {
         self.accessLog = accessLog
         self.trustedProxies = trustedProxies
         self.metrics = metrics
+        if accessLog, logger.logLevel <= .info, let json = logger.handler as? JSONLogHandler {
+            self.accessLines = accessLines ?? AccessLog(label: json.label, sink: json.sink, settings: AccessLog.Settings(bufferSize: 0))
+        } else {
+            self.accessLines = nil
+        }
     }
 
     static let requestIDField = HTTPField.Name("X-Request-ID")!
@@ -186,7 +197,16 @@ public final class Application: Sendable {
             nanoseconds: elapsed,
             shard: request.loop?.index ?? 0
         )
-        if accessLog {
+        if let accessLines {
+            accessLines.record(
+                requestID: requestID,
+                method: request.method.rawValue,
+                route: route.pattern,
+                status: response.status.code,
+                nanoseconds: elapsed,
+                remote: info.clientAddress
+            )
+        } else if accessLog {
             let millis = Double(elapsed) / 1e6
             logger.info(
                 "request",

@@ -1,26 +1,47 @@
 import Foundation
 public import Logging
+import Synchronization
 
 /// Where log lines go: standard output by default, a capturing sink in tests.
 public protocol LogSink: Sendable {
     /// Writes one complete line (without its newline).
     func write(line: String)
+    /// Writes complete lines, each ending with a newline, as one piece if the sink can
+    /// (``AccessLog``'s buffers). By default, line by line through ``write(line:)``.
+    func write(lines: UnsafeRawBufferPointer)
 }
 
-/// Writes each line to a file descriptor with a single `write(2)`, so concurrent lines never
-/// interleave and nothing waits in a user-space buffer when the process dies.
+extension LogSink {
+    public func write(lines: UnsafeRawBufferPointer) {
+        for line in lines.split(separator: UInt8(ascii: "\n")) {
+            write(line: String(decoding: line, as: UTF8.self))
+        }
+    }
+}
+
+/// Writes each line, or each batch of whole lines, to a file descriptor with one `write(2)` (more
+/// only if the descriptor takes part of it), one writer of the process at a time, so lines never
+/// interleave; nothing waits in a user-space buffer of its own.
 public struct FileDescriptorLogSink: LogSink {
     public let fileDescriptor: Int32
+    /// One write of the process at a time: a pipe may split a write larger than `PIPE_BUF`.
+    private static let writing = Mutex(())
 
     public init(fileDescriptor: Int32 = 1) { self.fileDescriptor = fileDescriptor }
 
     public func write(line: String) {
         var bytes = Array(line.utf8)
         bytes.append(UInt8(ascii: "\n"))
-        bytes.withUnsafeBytes { raw in
+        bytes.withUnsafeBytes { write(lines: $0) }
+    }
+
+    public func write(lines raw: UnsafeRawBufferPointer) {
+        guard raw.count > 0 else { return }
+        Self.writing.withLock { _ in
             var offset = 0
             while offset < raw.count {
                 let written = Foundation.write(fileDescriptor, raw.baseAddress! + offset, raw.count - offset)
+                if written < 0, errno == EINTR { continue }
                 if written <= 0 { return }
                 offset += written
             }
@@ -38,8 +59,8 @@ public struct JSONLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
     public var logLevel: Logger.Level
-    private let label: String
-    private let sink: any LogSink
+    let label: String
+    let sink: any LogSink
 
     public init(label: String, level: Logger.Level = .info, sink: any LogSink = FileDescriptorLogSink()) {
         self.label = label
