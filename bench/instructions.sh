@@ -15,7 +15,8 @@
 # call, bench/dpop.lua) and on `/healthz`. Prints instructions per request by library
 # (`memset` apart: libmicrohttpd clears a connection's memory pool with `rep stosb`, which
 # callgrind counts per byte), and TokenGate's TOP (default 25) functions of its own by
-# instructions per request. KEEP_DUMPS=DIR keeps callgrind's dumps. Runs 50 times slower than
+# instructions per request. KEEP_DUMPS=DIR keeps callgrind's dumps. TOKENGATE_BINARY=/path/to/tokengate
+# counts that build (an older one) instead of this tree's release build. Runs 50 times slower than
 # natively; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,12 @@ seconds=${1:-10}
 top=${2:-25}
 EXTRA_PACKAGES="nginx wrk valgrind" scripts/deps.sh
 
-release_build tokengate
+# TOKENGATE_BINARY=/path/to/tokengate: that build (an older one, to compare) instead of this tree's.
+if [ -n "${TOKENGATE_BINARY:-}" ]; then
+    bindir=$(cd "$(dirname "$TOKENGATE_BINARY")" && pwd)
+else
+    release_build tokengate
+fi
 cc -O2 -o "${TMPDIR:-/tmp}/tokengate-proxy-floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread -lmimalloc
 
 work=$(mktemp -d /tmp/tokengate-bench-instructions.XXXXXX)
