@@ -58,7 +58,9 @@ public enum ProxyHeaders {
     /// The name starts `X-TokenGate-`, in any case (TokenGate's own fields never pass).
     static func hasTokenGatePrefix(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
         name.count >= tokenGatePrefix.count
-            && FieldNames.foldedEqual(UnsafeBufferPointer(rebasing: name[..<tokenGatePrefix.count]), tokenGatePrefix)
+            && tokenGatePrefix.withUnsafeBufferPointer {
+                FieldNames.foldedEqual(UnsafeBufferPointer(rebasing: name[..<tokenGatePrefix.count]), $0)
+            }
     }
 
     private static let tokenGatePrefix = Array("x-tokengate-".utf8)
@@ -206,31 +208,51 @@ public enum ProxyHeaders {
     }
 }
 
-/// A set of field names, looked up on a name's bytes in any case without a string or a hash
-/// (every field of every proxied call comes through here): the names by length, compared folded.
+/// A set of field names, looked up on a name's bytes in any case without a string, a hash or a
+/// reference count (every field of every proxied call comes through here): the names' bytes in one
+/// array, grouped by length, compared folded.
 public struct FieldNames: Sendable {
     /// The names, in lowercase.
     public let names: Set<String>
-    /// The same grouped by their length (index: the length).
-    private let byLength: [[[UInt8]]]
+    /// Every name's bytes, shortest first: the names `n` bytes long are `bytes[byLength[n]]`, one
+    /// after the other.
+    private let bytes: [UInt8]
+    private let byLength: [Range<Int>]
 
     init(_ names: Set<String>) {
         self.names = names
-        var table = [[[UInt8]]](repeating: [], count: (names.map(\.utf8.count).max() ?? 0) + 1)
-        for name in names { table[name.utf8.count].append(Array(name.utf8)) }
-        byLength = table
+        let sorted = names.sorted { ($0.utf8.count, $0) < ($1.utf8.count, $1) }
+        var bytes: [UInt8] = []
+        var byLength = [Range<Int>](repeating: 0..<0, count: (names.map(\.utf8.count).max() ?? 0) + 1)
+        for name in sorted {
+            let count = name.utf8.count
+            if byLength[count].isEmpty { byLength[count] = bytes.count..<bytes.count }
+            bytes += name.utf8
+            byLength[count] = byLength[count].lowerBound..<bytes.count
+        }
+        self.bytes = bytes
+        self.byLength = byLength
     }
 
     public func contains(_ name: String) -> Bool { names.contains(name.lowercased()) }
 
     func contains(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard name.count < byLength.count else { return false }
-        for candidate in byLength[name.count] where Self.foldedEqual(name, candidate) { return true }
-        return false
+        let count = name.count
+        guard count > 0, count < byLength.count else { return false }
+        let candidates = byLength[count]
+        guard !candidates.isEmpty else { return false }
+        return bytes.withUnsafeBufferPointer { all in
+            var start = candidates.lowerBound
+            while start < candidates.upperBound {
+                if Self.foldedEqual(name, UnsafeBufferPointer(rebasing: all[start..<start + count])) { return true }
+                start += count
+            }
+            return false
+        }
     }
 
     /// `name` in any case equals `lowercase` (as long).
-    static func foldedEqual(_ name: UnsafeBufferPointer<UInt8>, _ lowercase: [UInt8]) -> Bool {
+    static func foldedEqual(_ name: UnsafeBufferPointer<UInt8>, _ lowercase: UnsafeBufferPointer<UInt8>) -> Bool {
         for index in 0..<name.count {
             let byte = name[index]
             if ((0x41...0x5A).contains(byte) ? byte | 0x20 : byte) != lowercase[index] { return false }
