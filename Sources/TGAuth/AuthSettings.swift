@@ -49,8 +49,12 @@ public struct AuthSettings: Sendable {
     public var rejectedGrantGrace: TimeInterval = 86400
     /// A provider's client seen accepted by ``OpenIDProvider/checkClient()`` is believed so this long.
     public var clientCheckLifetime: TimeInterval = 60
-    /// The one attempt at a failing provider holds off every other caller at most this long.
+    /// The one attempt at a failing provider holds off every other caller at most this long
+    /// (when its caller never answers).
     public var providerAttemptHold: TimeInterval = 30
+    /// While another caller makes that attempt, an instance looks at its outcome this often: the
+    /// provider accepting again reaches every instance within this.
+    public var providerAttemptRecheck: TimeInterval = 1
     /// How DPoP proofs are checked, for the apps whose tokens are bound (``AppClient/dpop``).
     public var dpop = DPoPSettings()
 

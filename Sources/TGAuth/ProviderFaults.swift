@@ -30,20 +30,56 @@ final class ProviderMarks: Sendable {
 }
 
 extension UpstreamTokens {
-    /// When the provider of `account` may be asked next, if it is failing as a whole: from
-    /// memory, or from the grant's read of `provider_faults`. nil: ask it now (this caller has
-    /// the attempt). Otherwise the caller answers 503 without asking.
-    func providerAttempt(_ provider: String, fault: ProviderFault?, now: Date) async throws -> Date? {
-        guard let fault, fault.kind != nil else { return nil }
+    /// Whether to ask a provider that may be failing as a whole.
+    enum ProviderAttempt {
+        /// Ask it now. `heldUntil`: this caller has the one attempt of all instances at a failing
+        /// provider, until then; its outcome settles it, or ``releaseAttempt(_:heldUntil:)``.
+        case ask(heldUntil: Date?)
+        /// Answer 503 without asking; look again at this time.
+        case wait(until: Date)
+    }
+
+    /// Whether the provider of `account` may be asked now, if it is failing as a whole: from
+    /// memory, or from the grant's read of `provider_faults`. Once its backoff window is over,
+    /// one caller of all instances has the attempt; the others wait for its outcome.
+    func providerAttempt(_ provider: String, fault: ProviderFault?, now: Date) async throws -> ProviderAttempt {
+        guard let fault, fault.kind != nil else { return .ask(heldUntil: nil) }
+        if let until = waiting(provider, fault: fault, now: now) { return .wait(until: until) }
+        let holdUntil = now.addingTimeInterval(settings.providerAttemptHold)
+        guard case .notClaimed(let current) = try await store.providerFaults.claimAttempt(provider, now: now, holdUntil: holdUntil) else {
+            return .ask(heldUntil: holdUntil)
+        }
+        // Not claimed: over meanwhile (a plain refresh), or in a window or asked by another caller.
+        guard let current, current.kind != nil else { return .ask(heldUntil: nil) }
+        return .wait(until: waiting(provider, fault: current, now: now) ?? now)
+    }
+
+    /// Until when a failing provider is not to be asked, held in memory: the end of its backoff
+    /// window, or, while another caller asks it, the next look at that attempt's outcome (not
+    /// the attempt's hold: the provider may be back long before). nil: it may be attempted.
+    private func waiting(_ provider: String, fault: ProviderFault, now: Date) -> Date? {
         if let retryAt = fault.retryAt, retryAt > now {
             providerBackoff.hold(provider, until: retryAt)
             return retryAt
         }
-        // Due: one caller of all instances asks; the others wait for its answer.
-        let holdUntil = now.addingTimeInterval(settings.providerAttemptHold)
-        guard let next = try await store.providerFaults.claimAttempt(provider, now: now, holdUntil: holdUntil) else { return nil }
-        providerBackoff.hold(provider, until: next)
-        return next
+        guard let attemptUntil = fault.attemptUntil, attemptUntil > now else { return nil }
+        let recheck = min(attemptUntil, now.addingTimeInterval(settings.providerAttemptRecheck))
+        providerBackoff.hold(provider, until: recheck)
+        return recheck
+    }
+
+    /// The attempt held until `heldUntil` ended without settling the provider (its caller did
+    /// not ask, or heard about the grant only): the next caller may attempt it at once. Not
+    /// releasing costs at most the hold; no error reaches the caller.
+    func releaseAttempt(_ provider: String, heldUntil: Date) async {
+        do {
+            try await store.providerFaults.releaseAttempt(provider, heldUntil: heldUntil)
+        } catch {
+            logger.warning(
+                "the attempt at a failing provider could not be released; the next waits for its hold",
+                metadata: ["provider": .string(provider), "error_type": "\(type(of: error))"]
+            )
+        }
     }
 
     /// A refresh succeeded: a failing provider is failing no more, and what the valve kept comes

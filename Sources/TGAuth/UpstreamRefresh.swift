@@ -45,7 +45,7 @@ extension UpstreamTokens {
         now: Date,
         onRotation: (UpstreamRotation) -> Void
     ) async throws -> UpstreamRefreshOutcome {
-        guard var grant = try await store.accounts.grant(account.id), grant.accountState == "active" else { return .grantRejected }
+        guard let grant = try await store.accounts.grant(account.id), grant.accountState == "active" else { return .grantRejected }
         if let stored = try await storedUpstreamToken(account.id, scopeKey: scopeKey) {
             if stored.value != rejected, isFresh(stored, now: now, ahead: ahead) { return .token(stored) }
             // An API refused the token of a forced refresh made moments ago: another would not help.
@@ -60,10 +60,40 @@ extension UpstreamTokens {
             return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
         }
         // A provider failing as a whole is asked once per window, by one caller of all instances.
-        let fault = grant.providerFault
-        if let retryAt = try await providerAttempt(account.provider, fault: fault, now: now) {
-            return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+        let heldUntil: Date?
+        switch try await providerAttempt(account.provider, fault: grant.providerFault, now: now) {
+        case .wait(let retryAt): return .providerUnavailable(retryAfter: Self.seconds(until: retryAt, from: now))
+        case .ask(let held): heldUntil = held
         }
+        func ask() async throws -> UpstreamRefreshOutcome {
+            try await askProvider(grant, account: account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, ahead: ahead, now: now, onRotation)
+        }
+        guard let heldUntil else { return try await ask() }
+        // This caller has the attempt: whatever it comes to, the next caller must not wait for
+        // its hold (an outcome that settled the provider cleared it already).
+        do {
+            let outcome = try await ask()
+            await releaseAttempt(account.provider, heldUntil: heldUntil)
+            return outcome
+        } catch {
+            await releaseAttempt(account.provider, heldUntil: heldUntil)
+            throw error
+        }
+    }
+
+    /// Claims the grant, asks the provider for a refresh, and settles what it answers.
+    private func askProvider(
+        _ grant: StoredGrant,
+        account: AccountSummary,
+        scopes: [String],
+        scopeKey: String,
+        rejected: String?,
+        ahead: Bool,
+        now: Date,
+        _ onRotation: (UpstreamRotation) -> Void
+    ) async throws -> UpstreamRefreshOutcome {
+        var grant = grant
+        let fault = grant.providerFault
         guard let provider = providers[account.provider] else {
             logger.error("an account's provider is not configured any more", metadata: ["provider": .string(account.provider)])
             return .providerUnavailable(retryAfter: 60)

@@ -265,7 +265,7 @@ public struct AccountStore: Sendable {
             """
             SELECT g.refresh_token, g.version, g.policy, g.refresh_failures, g.refresh_retry_at, g.forced_refresh_at, a.state,
               f.provider AS fault_provider, f.kind, f.reason, f.failing_since, f.retry_at, COALESCE(f.failures, 0) AS failures,
-              f.restore_from, f.client_checked_at
+              f.restore_from, f.client_checked_at, f.attempt_until
             FROM upstream_grants g JOIN accounts a ON a.id = g.account_id LEFT JOIN provider_faults f ON f.provider = a.provider
             WHERE g.account_id = \(account)
             """

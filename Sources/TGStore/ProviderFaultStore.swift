@@ -22,6 +22,8 @@ public struct ProviderFault: Sendable, Equatable {
     public var restoreFrom: Date?
     /// When an authenticated call last showed the client accepted.
     public var clientCheckedAt: Date?
+    /// One caller of all instances is asking the provider now (until this, if it never answers).
+    public var attemptUntil: Date?
 
     init(row: PostgresRow) throws {
         kind = try row.value(String?.self, "kind").flatMap(Kind.init(rawValue:))
@@ -31,7 +33,16 @@ public struct ProviderFault: Sendable, Equatable {
         failures = try row.value(Int.self, "failures")
         restoreFrom = try row.value(Date?.self, "restore_from")
         clientCheckedAt = try row.value(Date?.self, "client_checked_at")
+        attemptUntil = try row.value(Date?.self, "attempt_until")
     }
+}
+
+/// Whether a caller has the attempt at a failing provider.
+public enum AttemptClaim: Sendable, Equatable {
+    case claimed
+    /// Not this caller's: the provider's row as it is now (over meanwhile, in its backoff
+    /// window, or asked by another caller), nil when it has none.
+    case notClaimed(ProviderFault?)
 }
 
 /// What a provider failing as a whole looks like in the database, shared by every instance: its
@@ -41,7 +52,7 @@ public struct ProviderFaultStore: Sendable {
 
     init(_ executor: Executor) { self.executor = executor }
 
-    private static let columns: PostgresQuery = "kind, reason, failing_since, retry_at, failures, restore_from, client_checked_at"
+    private static let columns: PostgresQuery = "kind, reason, failing_since, retry_at, failures, restore_from, client_checked_at, attempt_until"
 
     /// The provider's row; nil when nothing was ever recorded for it.
     public func fault(_ provider: String) async throws -> ProviderFault? {
@@ -49,18 +60,29 @@ public struct ProviderFaultStore: Sendable {
         return try rows.first.map(ProviderFault.init(row:))
     }
 
-    /// Takes the next attempt at a failing provider whose `retry_at` has come: moves it to
-    /// `holdUntil`, so that every other caller on every instance waits while this one asks.
-    /// Returns nil when this caller has it, else when the provider may be asked next.
-    public func claimAttempt(_ provider: String, now: Date, holdUntil: Date) async throws -> Date? {
+    /// Takes the next attempt at a failing provider whose `retry_at` has come and that nobody is
+    /// asking: marks it asked until `holdUntil` (if its caller never answers), so that every
+    /// other caller on every instance waits for this one's answer.
+    public func claimAttempt(_ provider: String, now: Date, holdUntil: Date) async throws -> AttemptClaim {
         let claimed = try await executor.query(
             """
-            UPDATE provider_faults SET retry_at = \(holdUntil)
-            WHERE provider = \(provider) AND kind IS NOT NULL AND retry_at <= \(now) RETURNING provider
+            UPDATE provider_faults SET attempt_until = \(holdUntil)
+            WHERE provider = \(provider) AND kind IS NOT NULL AND retry_at <= \(now)
+              AND (attempt_until IS NULL OR attempt_until <= \(now))
+            RETURNING provider
             """
         )
-        if claimed.count == 1 { return nil }
-        return try await fault(provider)?.retryAt ?? now
+        if claimed.count == 1 { return .claimed }
+        return .notClaimed(try await fault(provider))
+    }
+
+    /// The caller of the attempt claimed until `heldUntil` did not settle it (it did not ask, or
+    /// the answer was about the grant only): the next caller may ask at once. Nothing when the
+    /// attempt was settled (or taken over) meanwhile.
+    public func releaseAttempt(_ provider: String, heldUntil: Date) async throws {
+        try await executor.query(
+            "UPDATE provider_faults SET attempt_until = NULL WHERE provider = \(provider) AND attempt_until = \(heldUntil)"
+        )
     }
 
     /// Marks the provider failing (or keeps it so, one failure more): no refresh is tried before
@@ -85,7 +107,7 @@ public struct ProviderFaultStore: Sendable {
               failures = CASE WHEN f.kind IS NULL THEN 1 ELSE f.failures + 1 END,
               retry_at = \(now) + make_interval(secs => LEAST(\(backoffMax),
                 \(backoffBase) * power(2, LEAST(20, CASE WHEN f.kind IS NULL THEN 0 ELSE f.failures END)))),
-              restore_from = COALESCE(f.restore_from, EXCLUDED.restore_from)
+              restore_from = COALESCE(f.restore_from, EXCLUDED.restore_from), attempt_until = NULL
             RETURNING \(fragment: Self.columns)
             """
         )
@@ -99,10 +121,11 @@ public struct ProviderFaultStore: Sendable {
         let rows = try await executor.query(
             """
             UPDATE provider_faults AS f SET kind = NULL, reason = NULL, failing_since = NULL, retry_at = NULL, failures = 0,
-              restore_from = NULL, last_success_at = \(now)
+              restore_from = NULL, attempt_until = NULL, last_success_at = \(now)
             FROM (SELECT \(fragment: Self.columns) FROM provider_faults WHERE provider = \(provider) FOR UPDATE) AS old
             WHERE f.provider = \(provider)
-            RETURNING old.kind, old.reason, old.failing_since, old.retry_at, old.failures, old.restore_from, old.client_checked_at
+            RETURNING old.kind, old.reason, old.failing_since, old.retry_at, old.failures, old.restore_from, old.client_checked_at,
+              old.attempt_until
             """
         )
         return try rows.first.map(ProviderFault.init(row:)).flatMap { $0.kind == nil ? nil : $0 }

@@ -29,6 +29,7 @@ public enum SchemaMigrations {
         migration(11, "refresh_claims", PackageResources._011_refresh_claims_sql),
         migration(12, "dpop_proofs", PackageResources._012_dpop_proofs_sql),
         migration(13, "transfer_code_replay", PackageResources._013_transfer_code_replay_sql),
+        migration(14, "provider_attempts", PackageResources._014_provider_attempts_sql),
     ]
 
     private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {

@@ -91,6 +91,63 @@ import Testing
         }
     }
 
+    /// bench/fleet found it: an instance that looked while another made the one attempt at a
+    /// failing provider kept that attempt's 30-second hold in memory, and answered 503 for up to
+    /// 30 s after the provider took the client again. It now looks again within a second.
+    @Test func anInstanceThatSawAnotherAskTheProviderServesWithinASecondOfItsSuccess() async throws {
+        try await Self.run { h in
+            let second = try await h.startInstance()
+            defer { Task { await second.stop() } }
+            let alice = try #require(try await h.logIn(as: "alice")["access_token"] as? String)
+            let bob = try #require(try await h.logIn(as: "bob")["access_token"] as? String)
+            h.fake.misbehave(Refusal.invalidClient.answer, .untilReset, grantType: "refresh_token")
+            h.clock.advance(by: 60)
+            #expect(try await h.get("/api/graph/me", bearer: alice).status == 503)
+            // Past the provider's window (2 s), it takes the client again, but holds its answer:
+            // alice's call on the first instance has the attempt.
+            h.fake.resetMisbehaviours()
+            let answer = TestGate()
+            defer { answer.open() }
+            h.fake.misbehave(.held(answer), grantType: "refresh_token")
+            h.clock.advance(by: 3)
+            func refreshes() -> Int {
+                h.fake.requests(to: "/token").count(where: { $0.form.contains { $0 == ("grant_type", "refresh_token") } })
+            }
+            let before = refreshes()
+            let attempt = Task { try await h.get("/api/graph/me", bearer: alice).status }
+            try await eventually("the attempt reaches the provider") { refreshes() != before }
+            // Meanwhile bob, on the second instance, is told to come back in a second.
+            let waiting = try await h.get("/api/graph/me", bearer: bob, at: second)
+            #expect(waiting.status == 503, "\(waiting.body)")
+            #expect(waiting.header("Retry-After") == "1")
+            answer.open()
+            #expect(try await attempt.value == 200)
+            h.clock.advance(by: 1.5)
+            let after = try await h.get("/api/graph/me", bearer: bob, at: second)
+            #expect(after.status == 200, "\(after.body)")
+        }
+    }
+
+    /// The one attempt at a failing provider that says nothing about the client (a 500 for one
+    /// grant) does not hold the others off: its grant backs off alone, and the next caller asks.
+    @Test func anAttemptThatSettlesOnlyItsGrantLetsTheNextCallerAskAtOnce() async throws {
+        try await Self.run { h in
+            let alice = try #require(try await h.logIn(as: "alice")["access_token"] as? String)
+            let bob = try #require(try await h.logIn(as: "bob")["access_token"] as? String)
+            h.fake.misbehave(Refusal.invalidClient.answer, .untilReset, grantType: "refresh_token")
+            h.clock.advance(by: 60)
+            #expect(try await h.get("/api/graph/me", bearer: alice).status == 503)
+            h.fake.resetMisbehaviours()
+            h.fake.misbehave(.serverError, grantType: "refresh_token")
+            h.clock.advance(by: 3)
+            let before = h.fake.refreshCount
+            #expect(try await h.get("/api/graph/me", bearer: alice).status == 503)
+            let after = try await h.get("/api/graph/me", bearer: bob)
+            #expect(after.status == 200, "\(after.body)")
+            #expect(h.fake.refreshCount == before + 2)
+        }
+    }
+
     /// glewlwyd 2.7 answers a refresh with a wrong client secret exactly as one with a revoked
     /// grant (400, empty body). An instance started with a wrong secret, sharing the database,
     /// must not end the account: its revocation endpoint, asked about the client alone, says 401.

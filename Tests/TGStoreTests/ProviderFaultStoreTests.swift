@@ -12,19 +12,33 @@ import Testing
             let first = try await faults.markFailing("fake", kind: .client, reason: "invalid_client", now: f.now, backoffBase: 2, backoffMax: 300)
             #expect(first.kind == .client && first.failures == 1 && first.retryAt == f.now.addingTimeInterval(2))
             // Not due yet: nobody may ask.
-            #expect(try await faults.claimAttempt("fake", now: f.now.addingTimeInterval(1), holdUntil: f.now.addingTimeInterval(31)) != nil)
-            // Due: the first caller has it, the second waits until the first's hold ends.
+            #expect(try await faults.claimAttempt("fake", now: f.now.addingTimeInterval(1), holdUntil: f.now.addingTimeInterval(31)) != .claimed)
+            // Due: the first caller has it; the second sees it asked (the window's end unmoved).
             let due = f.now.addingTimeInterval(3)
-            #expect(try await faults.claimAttempt("fake", now: due, holdUntil: due.addingTimeInterval(30)) == nil)
-            #expect(try await faults.claimAttempt("fake", now: due, holdUntil: due.addingTimeInterval(30)) == due.addingTimeInterval(30))
+            #expect(try await faults.claimAttempt("fake", now: due, holdUntil: due.addingTimeInterval(30)) == .claimed)
+            guard case .notClaimed(let asked?) = try await faults.claimAttempt("fake", now: due, holdUntil: due.addingTimeInterval(30)) else {
+                Issue.record("a second caller claimed the attempt")
+                return
+            }
+            #expect(asked.attemptUntil == due.addingTimeInterval(30) && asked.retryAt == f.now.addingTimeInterval(2))
+            // Its caller did not settle it: released, the next caller has it at once; a release
+            // of an attempt taken over meanwhile changes nothing.
+            try await faults.releaseAttempt("fake", heldUntil: due.addingTimeInterval(30))
+            #expect(try await faults.claimAttempt("fake", now: due, holdUntil: due.addingTimeInterval(31)) == .claimed)
+            try await faults.releaseAttempt("fake", heldUntil: due.addingTimeInterval(30))
+            #expect(try await faults.fault("fake")?.attemptUntil == due.addingTimeInterval(31))
+            // An attempt whose caller never answered is taken over once its hold has passed.
+            let late = due.addingTimeInterval(32)
+            #expect(try await faults.claimAttempt("fake", now: late, holdUntil: late.addingTimeInterval(30)) == .claimed)
             let second = try await faults.markFailing("fake", kind: .client, reason: "invalid_client", now: due, backoffBase: 2, backoffMax: 300)
             #expect(second.failures == 2 && second.retryAt == due.addingTimeInterval(4) && second.failingSince == f.now)
+            #expect(second.attemptUntil == nil, "its outcome settled the attempt")
             let cleared = try #require(try await faults.recordSuccess("fake", now: due.addingTimeInterval(5)))
             #expect(cleared.kind == .client && cleared.failures == 2)
             #expect(try await faults.fault("fake")?.kind == nil)
             #expect(try await faults.recordSuccess("fake", now: due.addingTimeInterval(6)) == nil)
             // A provider without a fault has nothing to claim.
-            #expect(try await faults.claimAttempt("other", now: due, holdUntil: due.addingTimeInterval(30)) == due)
+            #expect(try await faults.claimAttempt("other", now: due, holdUntil: due.addingTimeInterval(30)) == .notClaimed(nil))
         }
     }
 
