@@ -133,11 +133,20 @@ public final class UpstreamTokens: Sendable {
         {
             return served
         }
-        let token = try await refreshes.run(
-            Self.flightKey(account.id, scopeKey),
-            joined: { metrics.joinedRefresh(provider: account.provider) },
-            work: { try await self.obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, ahead: false) }
-        )
+        let flight = {
+            try await self.refreshes.run(
+                Self.flightKey(account.id, scopeKey),
+                joined: { self.metrics.joinedRefresh(provider: account.provider) },
+                work: { try await self.obtainUpstreamToken(account, scopes: scopes, scopeKey: scopeKey, rejected: rejected, ahead: false) }
+            )
+        }
+        var token = try await flight()
+        if let rejected, token.value == rejected {
+            // The flight this call joined knew nothing of the refusal (a refresh ahead of expiry,
+            // or a call without one) and kept the refused token, its provider failing: one more
+            // flight, which knows. Only a forced refresh's cooldown hands it out again on purpose.
+            token = try await flight()
+        }
         if let rejected, token.value != rejected {
             // An API refused `rejected`, and other instances may hold it: they drop it, whichever
             // flight replaced it (this call's own, or a refresh ahead of expiry it joined, which

@@ -108,4 +108,38 @@ import Testing
             #expect(harness.fake.subject(ofAccessToken: renewed) == "alice")
         }
     }
+
+    /// bench/fleet found it: a retry after the API's 401 that joined a refresh ahead of expiry
+    /// (which knew nothing of the refusal) was handed the refused token back when that refresh
+    /// failed, sent it again, and the app got the API's 401 for a GET. The retry now asks on its
+    /// own: 503 `idp_unavailable` while the provider cannot give another token.
+    @Test func aRetryThatJoinedAFailingRefreshAheadIsNotHandedTheRefusedToken() async throws {
+        let settings = UpstreamTokenTests.rotatingProvider()
+        try await AuthFlowHarness.run(settings: settings, withGraphAPI: true, upstreamOptions: UpstreamTokenTests.graph) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            let graph = try #require(harness.graph)
+            let refused = graph.received.last?.headerFields[.authorization]
+            // 50 s left: served, and refreshed in the background, where the provider holds the
+            // refresh and then fails it.
+            harness.clock.advance(by: 70)
+            let answer = TestGate()
+            defer { answer.open() }
+            harness.fake.misbehave(.held(answer), grantType: "refresh_token")
+            harness.fake.misbehave(.serverError, grantType: "refresh_token")
+            let before = harness.fake.refreshCount
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            try await eventually("the refresh ahead reaches the provider") { harness.fake.refreshCount > before }
+            // The API refuses the token (twice, if it were sent again); the retry joins the flight.
+            graph.rejectNextTokens(2)
+            let waits = { try await harness.scrapeMetrics().split(separator: "\n").count { $0.hasPrefix("tokengate_upstream_refresh_waits_total{") } }
+            let call = Task { try await harness.get("/api/graph/me", bearer: token) }
+            try await eventually("the retry joins the refresh ahead") { try await waits() > 0 }
+            answer.open()
+            let answered = try await call.value
+            #expect(answered.status == 503, "\(answered.body)")
+            #expect(answered.json["code"] as? String == "idp_unavailable")
+            #expect(graph.received.filter { $0.headerFields[.authorization] == refused }.count == 3, "the refused token was not sent again")
+        }
+    }
 }
