@@ -180,6 +180,29 @@ import Testing
         }
     }
 
+    /// Patterns whose first segment is a literal are passed over when the path's first segment
+    /// differs (without walking them); those that begin with a parameter are always tried.
+    @Test func aPatternIsTriedOnlyWhenThePathsFirstSegmentCanFitIt() {
+        var router = Router()
+        let handler = Router.Handler.sync { _, _ in ServerResponse(status: .ok) }
+        router.add(.get, "/api/{upstream}/**", handler)
+        router.add(.get, "/apis/{name}", handler)
+        router.add(.get, "/{tenant}/items/{id}", handler)
+        router.add(.get, "/{anything}", handler)
+        func parameters(_ path: Substring) -> RouteParameters? {
+            if case .found(_, let parameters) = router.match(.get, path: path) { return parameters }
+            return nil
+        }
+        #expect(parameters("/api/graph/me") == ["upstream": "graph", "rest": "me"])
+        #expect(parameters("/apis/x") == ["name": "x"])
+        #expect(parameters("/ap/items/7") == ["tenant": "ap", "id": "7"])
+        #expect(parameters("/api/items/7") == ["upstream": "items", "rest": "7"])
+        #expect(parameters("/apix") == ["anything": "apix"])
+        #expect(parameters("/api") == ["anything": "api"])
+        #expect(parameters("api/graph/me") == nil)
+        #expect(parameters("") == nil)
+    }
+
     /// Parameters are set, replaced and removed by name, and equality does not depend on the order
     /// they were set in.
     @Test func routeParametersAreSetReplacedAndRemovedByName() {

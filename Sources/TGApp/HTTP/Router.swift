@@ -108,6 +108,9 @@ public struct Router: Sendable {
         /// the route without the limits meant for it; it matches nothing instead (404).
         var plainOnly: String?
         var routes: [Route]
+        /// The bytes of the first segment when it is a literal (`auth` of `/auth/accounts/{id}`):
+        /// a path whose first segment differs is passed over without walking the pattern.
+        var firstLiteral: [UInt8]?
     }
 
     private var literal: [String: [Route]] = [:]
@@ -193,7 +196,18 @@ public struct Router: Sendable {
             patterns[index].routes.append(route)
             if patterns[index].plainOnly == nil { patterns[index].plainOnly = plainOnly }
         } else {
-            patterns.append(Pattern(text: pattern, segments: segments, parameterCount: names.count, plainOnly: plainOnly, routes: [route]))
+            var firstLiteral: [UInt8]?
+            if segments.count > 1, case .literal(let text) = segments[1] { firstLiteral = Array(text.utf8) }
+            patterns.append(
+                Pattern(
+                    text: pattern,
+                    segments: segments,
+                    parameterCount: names.count,
+                    plainOnly: plainOnly,
+                    routes: [route],
+                    firstLiteral: firstLiteral
+                )
+            )
         }
     }
 
@@ -211,8 +225,10 @@ public struct Router: Sendable {
             if let route = Self.route(for: method, in: routes) { return .found(route, [:]) }
             allowed += routes.map(\.method)
         }
+        let first = Self.firstSegment(of: path)
         // By index: iterating the patterns would copy each one (three arrays) per request.
         for index in patterns.indices {
+            if let literal = patterns[index].firstLiteral, !Self.equal(first, literal, in: path) { continue }
             guard
                 let parameters = Self.bind(
                     patterns[index].segments,
@@ -334,6 +350,24 @@ public struct Router: Sendable {
             return true
         }
         return fits == nil ? nil : found
+    }
+
+    /// Where a path's first segment lies: after its leading `/`, up to the next `/` or the end.
+    private static func firstSegment(of path: Substring) -> Range<Int> {
+        path.withUTF8Bytes { bytes in
+            guard bytes.first == UInt8(ascii: "/") else { return 0..<0 }
+            let end = bytes[1...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+            return 1..<end
+        }
+    }
+
+    /// Whether `path`'s bytes in `range` are `literal`.
+    private static func equal(_ range: Range<Int>, _ literal: [UInt8], in path: Substring) -> Bool {
+        guard range.count == literal.count else { return false }
+        guard !literal.isEmpty else { return true }
+        return path.withUTF8Bytes { bytes in
+            literal.withUnsafeBufferPointer { memcmp(bytes.baseAddress! + range.lowerBound, $0.baseAddress!, range.count) == 0 }
+        }
     }
 
     private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ text: Substring) -> Bool {
