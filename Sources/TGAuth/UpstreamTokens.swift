@@ -92,8 +92,18 @@ public final class UpstreamTokens: Sendable {
 
     /// The same for a token still in its header (hashed in place, not copied).
     public func cachedSessionForAPI(accessToken: Substring) throws -> SessionContext? {
+        cachedSessionForAPI(hash: try Self.hash(accessToken))
+    }
+
+    /// The same for a token already hashed (``hash(_:)``).
+    public func cachedSessionForAPI(hash: TokenHash) -> SessionContext? {
+        cache.session(hash, now: clock.now())
+    }
+
+    /// The hash sessions are found by of a well-formed access token; a malformed one is refused.
+    public static func hash(_ accessToken: Substring) throws -> TokenHash {
         guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Sessions.invalidAccessToken }
-        return cache.session(hash, now: clock.now())
+        return hash
     }
 
     /// The upstream access token for `scopes` if one is in memory and not yet due for its

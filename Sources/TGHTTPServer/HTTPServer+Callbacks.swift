@@ -212,7 +212,8 @@ extension HTTPServer {
             fields: context.fields,
             body: context.body,
             peer: PeerAddress(CShims_MHD_client_address(connection)),
-            loop: context.daemon.loop
+            loop: context.daemon.loop,
+            connectionMemo: context.connectionEntry?.memo
         )
         context.body = []
         switch handler(request) {

@@ -24,7 +24,8 @@ extension HTTPServer {
             body: [],
             bodyStream: ServerRequestBody(stream: stream),
             peer: PeerAddress(CShims_MHD_client_address(connection)),
-            loop: context.daemon.loop
+            loop: context.daemon.loop,
+            connectionMemo: context.connectionEntry?.memo
         )
         lock.withLock {
             context.bodyStream = stream

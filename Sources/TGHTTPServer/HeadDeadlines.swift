@@ -35,6 +35,8 @@ final class HeadDeadlines: @unchecked Sendable {
         /// the server for back-pressure), and the bytes received in it.
         let bodyWindowStart = Atomic<Int64>(0)
         let bodyWindowBytes = Atomic<Int>(0)
+        /// What a handler remembers from one of the connection's requests for the next.
+        let memo = ConnectionMemo()
 
         init(socket: Int32, since: Int64, peer: PeerAddress? = nil) {
             self.socket = socket

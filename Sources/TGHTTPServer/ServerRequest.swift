@@ -9,32 +9,93 @@ import TGBase
 /// A request as the server received it: the head, the whole body (at most the configured size)
 /// or, for a route that streams its body, the body as it arrives; and the peer's address.
 public struct ServerRequest: Sendable {
-    public var method: HTTPRequest.Method
+    /// What a request is made of, kept in one immutable box: a copy of the request (into a
+    /// route's call, a task, a proxied call) retains one object instead of each of its parts,
+    /// and a change makes a new box (value semantics; requests are rarely changed).
+    private struct Parts: Sendable {
+        var method: HTTPRequest.Method
+        var authority: String?
+        var target: String
+        var fields: RequestFields
+        var body: [UInt8]
+        var bodyStream: ServerRequestBody?
+        var peer: PeerAddress
+        var loop: EventLoop?
+        var connectionMemo: ConnectionMemo?
+    }
+
+    private final class Box: Sendable {
+        let parts: Parts
+        init(_ parts: Parts) { self.parts = parts }
+    }
+
+    private var box: Box
+
+    private mutating func change(_ edit: (inout Parts) -> Void) {
+        var parts = box.parts
+        edit(&parts)
+        box = Box(parts)
+    }
+
+    public var method: HTTPRequest.Method {
+        get { box.parts.method }
+        set { change { $0.method = newValue } }
+    }
     /// The `Host` header, if any.
-    public var authority: String?
+    public var authority: String? {
+        get { box.parts.authority }
+        set { change { $0.authority = newValue } }
+    }
     /// The raw request target (path and query, exactly as sent: nothing is unescaped).
-    public var target: String
+    public var target: String {
+        get { box.parts.target }
+        set { change { $0.target = newValue } }
+    }
     /// The header fields, as bytes (see ``RequestFields``).
-    public var fields: RequestFields
+    public var fields: RequestFields {
+        get { box.parts.fields }
+        set { change { $0.fields = newValue } }
+    }
     /// The request body, complete. Its size never exceeds `HTTPServer.Configuration.maxBodySize`.
     /// Empty when the body streams (see ``bodyStream``).
-    public var body: [UInt8]
+    public var body: [UInt8] {
+        get { box.parts.body }
+        set { change { $0.body = newValue } }
+    }
     /// The body as it arrives, for requests whose ``HTTPServer/RequestLimits/streamsBody`` is set;
     /// nil otherwise. Read it once.
-    public var bodyStream: ServerRequestBody?
+    public var bodyStream: ServerRequestBody? {
+        get { box.parts.bodyStream }
+        set { change { $0.bodyStream = newValue } }
+    }
     /// The TCP peer's address, formatted only when ``remoteAddress`` is read.
-    var peer: PeerAddress
+    var peer: PeerAddress { box.parts.peer }
     /// The event loop serving the request (nil for a request made up outside a server). Work a
     /// handler starts there for a ``HTTPServer/Reply/deferred(_:)`` answer needs no thread hop.
-    public var loop: EventLoop?
+    public var loop: EventLoop? {
+        get { box.parts.loop }
+        set { change { $0.loop = newValue } }
+    }
+
+    /// What a handler remembered from the connection's previous request (nil for a request made
+    /// up outside a server). Only on ``loop``, by code that runs there (the request's first job
+    /// does; a task it starts does not).
+    public var connectionMemo: ConnectionMemo? { box.parts.connectionMemo }
 
     public init(head: HTTPRequest, body: [UInt8] = [], remoteAddress: String? = nil) {
-        method = head.method
-        authority = head.authority
-        target = head.path ?? "/"
-        fields = RequestFields(head.headerFields)
-        self.body = body
-        self.peer = remoteAddress.map(PeerAddress.text) ?? .unknown
+        box = Box(
+            Parts(
+                method: head.method,
+                authority: head.authority,
+                target: head.path ?? "/",
+                fields: RequestFields(head.headerFields),
+                body: body,
+                bodyStream: nil,
+                peer: remoteAddress.map(PeerAddress.text) ?? .unknown,
+                loop: nil,
+                connectionMemo: nil
+            )
+        )
     }
 
     init(
@@ -45,16 +106,22 @@ public struct ServerRequest: Sendable {
         body: [UInt8],
         bodyStream: ServerRequestBody? = nil,
         peer: PeerAddress,
-        loop: EventLoop? = nil
+        loop: EventLoop? = nil,
+        connectionMemo: ConnectionMemo? = nil
     ) {
-        self.method = method
-        self.authority = authority
-        self.target = target
-        self.fields = fields
-        self.body = body
-        self.bodyStream = bodyStream
-        self.peer = peer
-        self.loop = loop
+        box = Box(
+            Parts(
+                method: method,
+                authority: authority,
+                target: target,
+                fields: fields,
+                body: body,
+                bodyStream: bodyStream,
+                peer: peer,
+                loop: loop,
+                connectionMemo: connectionMemo
+            )
+        )
     }
 
     /// Method, scheme (`http`), authority (the `Host` header), the raw request target and the
@@ -63,17 +130,19 @@ public struct ServerRequest: Sendable {
     public var head: HTTPRequest {
         get { HTTPRequest(method: method, scheme: "http", authority: authority, path: target, headerFields: fields.httpFields) }
         set {
-            method = newValue.method
-            authority = newValue.authority
-            target = newValue.path ?? "/"
-            fields = RequestFields(newValue.headerFields)
+            change { parts in
+                parts.method = newValue.method
+                parts.authority = newValue.authority
+                parts.target = newValue.path ?? "/"
+                parts.fields = RequestFields(newValue.headerFields)
+            }
         }
     }
 
     /// The TCP peer's IP address as text (`127.0.0.1`, `::1`), or nil if unknown.
     public var remoteAddress: String? {
         get { peer.text }
-        set { peer = newValue.map(PeerAddress.text) ?? .unknown }
+        set { change { $0.peer = newValue.map(PeerAddress.text) ?? .unknown } }
     }
 
     /// The path without the query, still percent-encoded as sent.

@@ -8,7 +8,7 @@ import Testing
 
 /// `/api/{upstream}/…` against a fake Graph-shaped API that trusts the fake provider's tokens.
 /// Over real sockets: a call whose session and token are in memory is answered from the
-/// connection's event loop (ProxyRoutes+Loop.swift), which only a served request has; uploads
+/// connection's event loop (Sources/TGProxy/Proxy.swift), which only a served request has; uploads
 /// stream and their limits are the server's; the fields checked are the ones on the wire.
 @Suite struct ProxyTests {
     static let paths = #", path_prefixes: ["/me", "/echo", "/bytes", "/slow", "/status", "/users"], methods: [GET, HEAD, POST, PUT, DELETE]"#

@@ -1,10 +1,12 @@
 import Foundation
 import HTTPTypes
 import TGAuth
+import TGBase
 import TGEventLoop
 import TGHTTPClient
 import TGHTTPServer
 public import TGProxy
+import TGStore
 
 /// `ANY /api/{upstream}/{path…}` (docs/proxy.md): the routes of the configured APIs, served by
 /// ``Proxy`` (the `TGProxy` module) with the upstream tokens of `TGAuth` (``ProxyAccountTokens``).
@@ -108,7 +110,8 @@ struct ProxyAccountTokens: ProxyCredentials {
 
     func cached(for request: ServerRequest) throws -> ProxyCredential? {
         let presented = try AuthRoutes.presentedToken(request)
-        guard let session = try tokens.cachedSessionForAPI(accessToken: presented.value), session.account.provider == provider,
+        guard let session = tokens.cachedSessionForAPI(hash: try Self.hash(presented.value, memo: request.connectionMemo)),
+            session.account.provider == provider,
             let token = tokens.cachedUpstreamAccessToken(for: session, scopes: scopes)
         else { return nil }
         guard try DPoPGate.needsProof(session: session, token: presented, dpop: dpop) else { return credential(token) }
@@ -117,6 +120,20 @@ struct ProxyAccountTokens: ProxyCredentials {
         let dpop = dpop
         return credential(token) {
             try await DPoPGate.check(request, session: session, token: presented, dpop: dpop)
+        }
+    }
+
+    /// The hash of a presented token, from the connection's memo when its previous request
+    /// presented the same bytes (a keep-alive app's every call), else checked and hashed and
+    /// remembered. Only a pure function of the bytes is kept: the session is looked up anew.
+    /// On the request's loop (``cached(for:)`` runs there), where the memo may be used.
+    static func hash(_ token: Substring, memo: ConnectionMemo?) throws -> TokenHash {
+        guard let memo else { return try UpstreamTokens.hash(token) }
+        return try token.withUTF8Bytes { bytes in
+            if let known = memo.value(for: bytes) { return TokenHash(known) }
+            let hash = try UpstreamTokens.hash(token)
+            memo.remember(hash.bytes, for: bytes)
+            return hash
         }
     }
 
