@@ -266,6 +266,10 @@ final class Transfer: @unchecked Sendable {
 
     /// The transfer ended (event thread): resume whoever waits, exactly once.
     func finish(_ result: CURLcode, error override: HTTPClientError? = nil) {
+        idle?.stop()
+        idle = nil
+        // A producer still writing the request body stops (its write throws `cancelled`).
+        uploadChannel?.finish(error: HTTPClientError.cancelled)
         if case .onLoop(let exchange) = mode {
             let error: HTTPClientError? =
                 override
@@ -273,8 +277,6 @@ final class Transfer: @unchecked Sendable {
             exchange.finished(error, head: RawHead(status: status, bytes: headBytes, facts: headFacts))
             return
         }
-        idle?.stop()
-        idle = nil
         let (completion, cancelled): (CheckedContinuation<(RawHead, [UInt8]), any Error>?, Bool) = waiters.withLock {
             guard !$0.finished else { return (nil, false) }
             $0.finished = true
@@ -294,7 +296,6 @@ final class Transfer: @unchecked Sendable {
         } else {
             error = nil
         }
-        uploadChannel?.finish(error: HTTPClientError.cancelled)
         if let error {
             completion?.resume(throwing: error)
             return
@@ -304,6 +305,7 @@ final class Transfer: @unchecked Sendable {
 
     /// Fails a transfer that never reached libcurl (refused, or the client shut down).
     func fail(_ error: HTTPClientError) {
+        uploadChannel?.finish(error: error)
         if case .onLoop(let exchange) = mode {
             exchange.finished(error, head: RawHead(status: status, bytes: headBytes, facts: headFacts))
             return
@@ -315,7 +317,6 @@ final class Transfer: @unchecked Sendable {
             return taken
         }
         completion?.resume(throwing: error)
-        uploadChannel?.finish(error: error)
     }
 
     // MARK: libcurl callbacks (event thread)

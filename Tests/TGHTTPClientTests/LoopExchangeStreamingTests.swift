@@ -1,7 +1,9 @@
 import Foundation
 import HTTPTypes
+import Synchronization
 import TGEventLoop
 import TGHTTPServer
+import TGTesting
 import Testing
 
 @testable import TGHTTPClient
@@ -74,6 +76,64 @@ import Testing
         #expect(try await response.collect(upTo: 100) == Array("abcdef".utf8))
         client.shutdown()
         await server.shutdown()
+    }
+
+    /// How an exchange ends while its request body's producer is still writing.
+    enum Ending: String, CaseIterable, Sendable {
+        /// The reader went away (``LoopExchange/cancel()``).
+        case cancelled
+        /// The client shut down.
+        case shutDown
+    }
+
+    /// A request body's producer still writing when its exchange ends is told so: its write
+    /// throws ``HTTPClientError/cancelled`` instead of waiting for ever for reads that will not
+    /// come (holding what it reads from: on the proxy, an app's request body).
+    @Test(arguments: Ending.allCases)
+    func aProducerStillWritingWhenItsExchangeEndsIsToldSo(ending: Ending) async throws {
+        let scripted = try ScriptedHTTPServer { _ in .hang }  // reads the chunked body as it comes
+        let client = testClient()
+        let producer = Producer()
+        let piece = [UInt8](repeating: 0x70, count: 64 * 1024)
+        let request = LoopRequest(method: "POST", scheme: "http", authority: "127.0.0.1:\(scripted.port)", path: "/up", headers: HeaderLines())
+        let body = HTTPClientRequestBody.stream(length: nil) { writer in
+            do {
+                while true {
+                    try await writer.write(piece)
+                    producer.written.add(1, ordering: .relaxed)
+                }
+            } catch {
+                producer.ended(error)
+                throw error
+            }
+        }
+        let started = await client.loop.run { try? client.startOnLoop(request, body: body, headTimeout: .seconds(30), idleTimeout: .seconds(30)) }
+        let exchange = try #require(started)
+        // The body moves (the server reads it) before the exchange ends.
+        let moving = ContinuousClock.now.advanced(by: .seconds(5))
+        while producer.written.load(ordering: .relaxed) < 8, ContinuousClock.now < moving { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(producer.written.load(ordering: .relaxed) >= 8)
+        switch ending {
+        case .cancelled: await client.loop.run { exchange.cancel() }
+        case .shutDown: client.shutdown()
+        }
+        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
+        while producer.error == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(producer.error == .cancelled)
+        client.shutdown()
+        scripted.stop()
+    }
+
+    /// What a test's request body producer did.
+    final class Producer: Sendable {
+        let written = Atomic<Int>(0)
+        private let failure = Mutex<HTTPClientError?>(nil)
+
+        func ended(_ error: any Error) {
+            failure.withLock { $0 = $0 ?? (error as? HTTPClientError ?? HTTPClientError(.transport, detail: "\(error)")) }
+        }
+
+        var error: HTTPClientError? { failure.withLock { $0 } }
     }
 
     /// The reader going away (``LoopExchange/cancel()``, as a relayed body's `close` does) ends
