@@ -1,11 +1,10 @@
 import Foundation
 
-/// A bounded, lock-protected queue of byte chunks between a producer and a consumer on different
-/// threads, used both ways: response bodies (libcurl's write callback → the caller's `for await`)
-/// and streamed request bodies (the caller's sequence → libcurl's read callback).
+/// A bounded, lock-protected queue of byte chunks between a streamed request body's producer (the
+/// caller's task, through ``HTTPClientBodyWriter``) and libcurl's read callback on the event thread.
 ///
-/// The producer is told to stop when more than `highWater` bytes wait; `onDrained` fires once the
-/// consumer brings the queue down to `highWater / 2`, so the producer can resume.
+/// The producer waits while `highWater` bytes or more are queued, until libcurl's reads bring the
+/// queue down to `highWater / 2`.
 final class BodyChannel: @unchecked Sendable {
     // Invariant: every field is only accessed with `lock` held.
     // NSLock, not Mutex: taken in libcurl's callbacks on the event threads too, where
@@ -17,38 +16,14 @@ final class BodyChannel: @unchecked Sendable {
     private(set) var buffered = 0
     private var finished = false
     private var failure: (any Error)?
-    private var consumer: CheckedContinuation<[UInt8]?, any Error>?
     private var producerBlocked = false
     private var producerWaiter: CheckedContinuation<Bool?, Never>?
     let highWater: Int
-    /// Called (outside the lock) when a blocked producer may continue.
-    var onDrained: (@Sendable () -> Void)?
 
     init(highWater: Int) { self.highWater = highWater }
 
-    /// Adds a chunk unless the queue is over its high-water mark; false means "try again after
-    /// `onDrained`" (the chunk was not taken).
-    func offer(_ chunk: [UInt8]) -> Bool {
-        lock.lock()
-        if buffered >= highWater {
-            producerBlocked = true
-            lock.unlock()
-            return false
-        }
-        if let waiting = consumer {
-            consumer = nil
-            lock.unlock()
-            waiting.resume(returning: chunk)
-            return true
-        }
-        chunks.append(chunk)
-        buffered += chunk.count
-        lock.unlock()
-        return true
-    }
-
-    /// Adds a chunk, waiting while the queue is over its high-water mark (for async producers).
-    /// Returns false when the stream was finished meanwhile (the consumer is gone).
+    /// Adds a chunk, waiting while the queue is over its high-water mark.
+    /// Returns false when the channel was finished meanwhile (the transfer is over).
     func send(_ chunk: [UInt8]) async -> Bool {
         while true {
             let accepted: Bool? = await withCheckedContinuation { (continuation: CheckedContinuation<Bool?, Never>) in
@@ -72,7 +47,8 @@ final class BodyChannel: @unchecked Sendable {
         }
     }
 
-    /// The end of the stream; `error` fails the consumer instead, once buffered chunks are read.
+    /// The end of the body (`error`: the producer failed, see ``hasFailed``), or of the transfer:
+    /// a producer still waiting is let go (``send(_:)`` returns false).
     func finish(error: (any Error)? = nil) {
         lock.lock()
         guard !finished else {
@@ -81,44 +57,14 @@ final class BodyChannel: @unchecked Sendable {
         }
         finished = true
         failure = error
-        let waiting = consumer
-        consumer = nil
         let producer = producerWaiter
         producerWaiter = nil
         lock.unlock()
         producer?.resume(returning: false)
-        if let waiting {
-            if let error { waiting.resume(throwing: error) } else { waiting.resume(returning: nil) }
-        }
     }
-
-    var isFinished: Bool { lock.withLock { finished } }
 
     /// The producer finished with an error.
     var hasFailed: Bool { lock.withLock { failure != nil } }
-
-    /// The next chunk, nil at the end; throws the producer's failure.
-    func next() async throws -> [UInt8]? {
-        try await withCheckedThrowingContinuation { continuation in
-            lock.lock()
-            if head < chunks.count {
-                let chunk = takeLocked()
-                let wake = drainedLocked()
-                lock.unlock()
-                continuation.resume(returning: chunk)
-                if wake { onDrained?() }
-                return
-            }
-            if finished {
-                let failure = self.failure
-                lock.unlock()
-                if let failure { continuation.resume(throwing: failure) } else { continuation.resume(returning: nil) }
-                return
-            }
-            consumer = continuation
-            lock.unlock()
-        }
-    }
 
     /// Copies up to `capacity` bytes into `destination` (for libcurl's read callback): the count,
     /// 0 at the end, nil when nothing is ready yet.
@@ -140,22 +86,11 @@ final class BodyChannel: @unchecked Sendable {
             }
         }
         compactLocked()
-        let wake = drainedLocked()
+        drainedLocked()
         let ended = finished && head == chunks.count
         lock.unlock()
-        if wake { onDrained?() }
         if copied > 0 { return copied }
         return ended ? 0 : nil
-    }
-
-    private func takeLocked() -> [UInt8] {
-        var chunk = chunks[head]
-        if offset > 0 { chunk.removeFirst(offset) }
-        buffered -= chunk.count
-        head += 1
-        offset = 0
-        compactLocked()
-        return chunk
     }
 
     private func compactLocked() {
@@ -165,13 +100,13 @@ final class BodyChannel: @unchecked Sendable {
         }
     }
 
-    private func drainedLocked() -> Bool {
-        guard producerBlocked, buffered <= highWater / 2 else { return false }
+    /// Lets a blocked producer try again once the queue is down to half its high-water mark.
+    private func drainedLocked() {
+        guard producerBlocked, buffered <= highWater / 2 else { return }
         producerBlocked = false
         if let producer = producerWaiter {
             producerWaiter = nil
             producer.resume(returning: false)
         }
-        return true
     }
 }

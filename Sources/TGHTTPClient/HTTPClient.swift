@@ -173,45 +173,6 @@ public final class HTTPClient: @unchecked Sendable {
         return HTTPClientResponse(head: head.parse(), body: body)
     }
 
-    /// Sends a request and returns as soon as the response head is in; the body follows as a
-    /// stream with back-pressure (the transfer pauses while the consumer is behind).
-    ///
-    /// `idleTimeout` is the longest the exchange may go quiet: no byte sent or received while
-    /// neither side is paused by its reader or writer. So the head must arrive within it of the
-    /// request body's last byte, and the response body may not stall for longer; time the
-    /// transfer spends paused (a slow reader of the answer, an upload that waits for its
-    /// producer) does not count, and no deadline covers the whole exchange: a long upload or
-    /// download that keeps moving is never cut (`CURLOPT_TIMEOUT` would count the pauses).
-    ///
-    /// A response whose `Content-Length` is at most `wholeBodyUpTo` (capped at `bufferSize`) is
-    /// returned only once its body is in: reading it then never waits, and the caller is woken
-    /// once instead of twice.
-    public func stream(
-        _ request: HTTPRequest,
-        body: HTTPClientRequestBody = .none,
-        idleTimeout: Duration,
-        bufferSize: Int = 256 * 1024,
-        wholeBodyUpTo: Int = 0
-    ) async throws -> HTTPClientStreamingResponse {
-        let channel = BodyChannel(highWater: bufferSize)
-        let transfer = try Transfer(mode: .streaming(channel), handles: handles)
-        transfer.holdHeadUpTo = min(wholeBodyUpTo, bufferSize)
-        channel.onDrained = { [weak self, weak transfer] in
-            if let transfer { self?.submit(.resume(transfer)) }
-        }
-        try prepare(transfer, request, body: body, timeout: nil)
-        transfer.idleTimeout = EventLoop.nanoseconds(idleTimeout)
-        let head = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                transfer.awaitHead(continuation)
-                submit(.add(transfer))
-            }
-        } onCancel: {
-            self.cancel(transfer)
-        }
-        return HTTPClientStreamingResponse(head: head.parse(), channel: channel, transfer: transfer, client: self)
-    }
-
     func cancel(_ transfer: Transfer) {
         if transfer.requestCancel() { submit(.cancel(transfer)) }
     }

@@ -5,8 +5,10 @@ import TGEventLoop
 /// for its producer) does not count: the peer is not the slow one then. One reusable loop timer,
 /// moved only when it fires. Loop thread only.
 ///
-/// Used by ``LoopExchange`` for the body after the head, and by `HTTPClient.stream` for the whole
-/// exchange; never `CURLOPT_TIMEOUT`, which counts paused time (docs/c-libraries.md).
+/// Used by ``LoopExchange`` for the body after the head, and by the transfer of an exchange with a
+/// streamed request body for the whole exchange (see
+/// ``HTTPClient/startOnLoop(_:body:headTimeout:idleTimeout:wholeBodyUpTo:)``); never
+/// `CURLOPT_TIMEOUT`, which counts paused time (docs/c-libraries.md).
 final class IdleDeadline {
     private let timeout: Int64
     private var lastActivity: Int64

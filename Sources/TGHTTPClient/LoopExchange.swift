@@ -189,6 +189,13 @@ extension HTTPClient {
     ///
     /// `wholeBodyUpTo`: a response announcing at most this many body bytes is handed over only
     /// once its body is in (``LoopExchange/isComplete``), so it can be answered in one piece.
+    ///
+    /// Deadlines: the head must arrive within `headTimeout`, except after a streamed request body
+    /// (``HTTPClientRequestBody/stream(length:_:)``), whose exchange may go quiet for at most
+    /// `idleTimeout` from its start instead: the head must then arrive within it of the body's
+    /// last byte, and time spent waiting for the body's producer does not count. After the head,
+    /// see ``LoopExchange``. No deadline covers the whole exchange: a long upload or download
+    /// that keeps moving is never cut (`CURLOPT_TIMEOUT` would count the pauses).
     public func startOnLoop(
         _ request: LoopRequest,
         body: HTTPClientRequestBody = .none,
@@ -205,7 +212,7 @@ extension HTTPClient {
         if case .stream = body {
             // A streamed body may take longer than the head timeout to send: the exchange may go
             // quiet for at most `idleTimeout` instead, time spent waiting for the body's producer
-            // not counted (as `stream(_:body:idleTimeout:bufferSize:wholeBodyUpTo:)`).
+            // not counted.
             transfer.idleTimeout = EventLoop.nanoseconds(idleTimeout)
         } else {
             exchange.started(headTimeout: headTimeout)

@@ -11,11 +11,11 @@ final class Transfer: @unchecked Sendable {
     // - `easy`, `headerList`, `errorBuffer`, and the response-parsing fields (`status`,
     //   `headerFields`, `body`, `tooLarge`, `headDelivered`) are used during setup on the
     //   submitting task, then only on the event thread (libcurl calls callbacks there).
-    // - `waiters` (the continuations, `finished`, `cancelRequested`) is a Mutex: no lock object
-    //   per transfer; each continuation is resumed exactly once.
+    // - `waiters` (the continuation, `finished`, `cancelRequested`) is a Mutex: no lock object
+    //   per transfer; the continuation is resumed exactly once.
     enum Mode {
+        /// The whole body kept, for ``HTTPClient/send(_:body:timeout:maxResponseBodySize:)``.
         case buffered(limit: Int)
-        case streaming(BodyChannel)
         /// Driven and read on the client's loop (see ``LoopExchange``).
         case onLoop(LoopExchange)
     }
@@ -46,8 +46,8 @@ final class Transfer: @unchecked Sendable {
     var body: [UInt8] = []
     var tooLarge = false
     var headDelivered = false
-    /// Streaming: a head announcing a body of at most this many bytes waits for the body (see
-    /// `HTTPClient.stream(_:body:timeout:bufferSize:wholeBodyUpTo:)`).
+    /// On the loop: a head announcing a body of at most this many bytes waits for the body (see
+    /// `wholeBodyUpTo` of ``HTTPClient/startOnLoop(_:body:headTimeout:idleTimeout:wholeBodyUpTo:)``).
     var holdHeadUpTo = 0
     /// The head is complete but waits for the body (`finish` hands both over).
     var headHeld = false
@@ -58,8 +58,9 @@ final class Transfer: @unchecked Sendable {
     /// Set on the event thread when a callback paused the transfer.
     var pausedForWrite = false
     var pausedForRead = false
-    /// A streamed exchange's idle timeout in nanoseconds (0: none; see `HTTPClient.stream`), and
-    /// its deadline once the transfer runs. Event thread.
+    /// The idle timeout in nanoseconds of an exchange with a streamed request body (0: none; see
+    /// ``HTTPClient/startOnLoop(_:body:headTimeout:idleTimeout:wholeBodyUpTo:)``), and its
+    /// deadline once the transfer runs. Event thread.
     var idleTimeout: Int64 = 0
     /// Its index in the client's active transfers; -1 when not among them (loop thread only).
     var activeIndex = -1
@@ -67,7 +68,6 @@ final class Transfer: @unchecked Sendable {
 
     private struct Waiters {
         var completion: CheckedContinuation<(RawHead, [UInt8]), any Error>?
-        var headWaiter: CheckedContinuation<RawHead, any Error>?
         var finished = false
         var cancelRequested = false
     }
@@ -233,10 +233,6 @@ final class Transfer: @unchecked Sendable {
         waiters.withLock { $0.completion = continuation }
     }
 
-    func awaitHead(_ continuation: CheckedContinuation<RawHead, any Error>) {
-        waiters.withLock { $0.headWaiter = continuation }
-    }
-
     /// Marks the transfer cancelled; true if it had not finished yet.
     func requestCancel() -> Bool {
         waiters.withLock {
@@ -247,20 +243,13 @@ final class Transfer: @unchecked Sendable {
 
     var isCancelRequested: Bool { waiters.withLock { $0.cancelRequested } }
 
-    /// Headers are complete (event thread): a streaming caller gets the head now.
+    /// Headers are complete (event thread): an exchange on the loop gets the head now (a buffered
+    /// call waits for the end).
     func deliverHead() {
         headDelivered = true
-        let head = RawHead(status: status, bytes: headBytes, facts: headFacts)
         if case .onLoop(let exchange) = mode {
-            exchange.deliverHead(head)
-            return
+            exchange.deliverHead(RawHead(status: status, bytes: headBytes, facts: headFacts))
         }
-        let waiter = waiters.withLock {
-            let waiter = $0.headWaiter
-            $0.headWaiter = nil
-            return waiter
-        }
-        waiter?.resume(returning: head)
     }
 
     /// What went wrong in libcurl's words: the message it left in the error buffer, else (a
@@ -277,6 +266,10 @@ final class Transfer: @unchecked Sendable {
 
     /// The transfer ended (event thread): resume whoever waits, exactly once.
     func finish(_ result: CURLcode, error override: HTTPClientError? = nil) {
+        idle?.stop()
+        idle = nil
+        // A producer still writing the request body stops (its write throws `cancelled`).
+        uploadChannel?.finish(error: HTTPClientError.cancelled)
         if case .onLoop(let exchange) = mode {
             let error: HTTPClientError? =
                 override
@@ -284,15 +277,11 @@ final class Transfer: @unchecked Sendable {
             exchange.finished(error, head: RawHead(status: status, bytes: headBytes, facts: headFacts))
             return
         }
-        idle?.stop()
-        idle = nil
-        typealias Taken = (CheckedContinuation<(RawHead, [UInt8]), any Error>?, CheckedContinuation<RawHead, any Error>?, Bool)
-        let (completion, headWaiter, cancelled): Taken = waiters.withLock {
-            guard !$0.finished else { return (nil, nil, false) }
+        let (completion, cancelled): (CheckedContinuation<(RawHead, [UInt8]), any Error>?, Bool) = waiters.withLock {
+            guard !$0.finished else { return (nil, false) }
             $0.finished = true
-            let taken = ($0.completion, $0.headWaiter, $0.cancelRequested)
+            let taken = ($0.completion, $0.cancelRequested)
             $0.completion = nil
-            $0.headWaiter = nil
             return taken
         }
         let error: HTTPClientError?
@@ -307,37 +296,27 @@ final class Transfer: @unchecked Sendable {
         } else {
             error = nil
         }
-        uploadChannel?.finish(error: HTTPClientError.cancelled)
         if let error {
             completion?.resume(throwing: error)
-            headWaiter?.resume(throwing: error)
-            if case .streaming(let channel) = mode { channel.finish(error: error) }
             return
         }
-        let head = RawHead(status: status, bytes: headBytes, facts: headFacts)
-        // The body's end first: a head handed over only now finds the whole body waiting.
-        if case .streaming(let channel) = mode { channel.finish() }
-        completion?.resume(returning: (head, body))
-        headWaiter?.resume(returning: head)
+        completion?.resume(returning: (RawHead(status: status, bytes: headBytes, facts: headFacts), body))
     }
 
     /// Fails a transfer that never reached libcurl (refused, or the client shut down).
     func fail(_ error: HTTPClientError) {
+        uploadChannel?.finish(error: error)
         if case .onLoop(let exchange) = mode {
             exchange.finished(error, head: RawHead(status: status, bytes: headBytes, facts: headFacts))
             return
         }
-        let (completion, headWaiter) = waiters.withLock {
+        let completion = waiters.withLock {
             $0.finished = true
-            let taken = ($0.completion, $0.headWaiter)
+            let taken = $0.completion
             $0.completion = nil
-            $0.headWaiter = nil
             return taken
         }
         completion?.resume(throwing: error)
-        headWaiter?.resume(throwing: error)
-        if case .streaming(let channel) = mode { channel.finish(error: error) }
-        uploadChannel?.finish(error: error)
     }
 
     // MARK: libcurl callbacks (event thread)
@@ -382,8 +361,8 @@ final class Transfer: @unchecked Sendable {
             && line[3] == UInt8(ascii: "P") && line[4] == UInt8(ascii: "/")
     }
 
-    /// Body bytes: kept (buffered), queued (streaming), or refused with a pause when the consumer
-    /// is behind.
+    /// Body bytes: kept (buffered), or handed to the exchange on the loop, or refused with a pause
+    /// when its reader is behind.
     func receiveBody(_ data: UnsafeBufferPointer<UInt8>) -> Int {
         switch mode {
         case .buffered(let limit):
@@ -393,14 +372,6 @@ final class Transfer: @unchecked Sendable {
             }
             body.append(contentsOf: data)
             return data.count
-        case .streaming(let channel):
-            if channel.isFinished { return 0 }
-            if channel.offer(Array(data)) {
-                idle?.moved()
-                return data.count
-            }
-            pausedForWrite = true
-            return Int(CURL_WRITEFUNC_PAUSE)
         case .onLoop(let exchange):
             if exchange.offer(data) { return data.count }
             pausedForWrite = true

@@ -75,7 +75,7 @@ final class RequestLog: @unchecked Sendable {
         func call(_ server: ScriptedHTTPServer, _ path: String, method: HTTPRequest.Method = .get, body: [UInt8]? = nil) async throws -> String {
             var request = get(server.port, path, method: method)
             if body != nil { request.headerFields[.authorization] = "Bearer upstream-secret" }
-            let response = try await client.stream(request, body: body.map { .bytes($0) } ?? .none, idleTimeout: .seconds(5))
+            let response = try await ExchangeReader.start(client, request, body: body.map { .bytes($0) } ?? .none, idleTimeout: .seconds(5))
             return String(decoding: try await response.collect(upTo: 100), as: UTF8.self)
         }
         #expect(try await call(a, "/1") == "a")

@@ -183,12 +183,12 @@ import Testing
         let client = testClient()
         let clock = ContinuousClock()
         let started = clock.now
-        let response = try await client.stream(get(relay.server.port, "/big"), idleTimeout: .seconds(60))
+        let response = try await ExchangeReader.start(client, get(relay.server.port, "/big"), idleTimeout: .seconds(60))
         #expect(response.head.status == .ok)
         var total = 0
         var reads = 0
         var stalls = 0
-        for try await piece in response {
+        while let piece = try await response.next() {
             total += piece.count
             reads += 1
             // The reader stalls for longer than the relay's idle timeout, four times over (each
@@ -251,10 +251,10 @@ import Testing
         let client = testClient()
         let clock = ContinuousClock()
         let started = clock.now
-        let response = try await client.stream(get(relay.server.port, "/quiet"), idleTimeout: .seconds(10))
+        let response = try await ExchangeReader.start(client, get(relay.server.port, "/quiet"), idleTimeout: .seconds(10))
         #expect(response.head.status == .ok)
         await #expect(throws: HTTPClientError.self) {
-            for try await _ in response {}
+            while try await response.next() != nil {}
         }
         #expect(clock.now - started < .seconds(2))
         gate.open()

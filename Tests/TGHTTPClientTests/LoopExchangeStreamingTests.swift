@@ -1,11 +1,15 @@
 import Foundation
 import HTTPTypes
+import Synchronization
+import TGEventLoop
 import TGHTTPServer
+import TGTesting
 import Testing
 
 @testable import TGHTTPClient
 
-@Suite struct StreamingTests {
+/// Bodies streamed both ways through a ``LoopExchange``, with back-pressure.
+@Suite struct LoopExchangeStreamingTests {
     @Test func streamsA64MiBBodyOfUnknownLengthToASlowConsumer() async throws {
         var configuration = HTTPServer.Configuration()
         configuration.threads = 2
@@ -22,12 +26,12 @@ import Testing
         }
         try server.start()
         let client = testClient()
-        let response = try await client.stream(get(server.port, "/big"), idleTimeout: .seconds(60), bufferSize: 256 * 1024)
+        let response = try await ExchangeReader.start(client, get(server.port, "/big"), idleTimeout: .seconds(60))
         #expect(response.head.status == .ok)
         #expect(response.head.headerFields[.contentLength] == nil)
         var total = 0
         var reads = 0
-        for try await piece in response {
+        while let piece = try await response.next() {
             total += piece.count
             reads += 1
             if reads % 256 == 0 { try await Task.sleep(for: .milliseconds(20)) }  // a slow reader
@@ -41,7 +45,8 @@ import Testing
         let server = try echoServer()
         let client = testClient()
         let piece = [UInt8](repeating: 0x41, count: 10_000)
-        let response = try await client.stream(
+        let response = try await ExchangeReader.start(
+            client,
             get(server.port, "/upload", method: .post),
             body: .stream(length: nil) { writer in
                 for _ in 0..<300 { try await writer.write(piece) }
@@ -58,7 +63,8 @@ import Testing
     @Test func uploadsAStreamOfKnownLength() async throws {
         let server = try echoServer()
         let client = testClient()
-        let response = try await client.stream(
+        let response = try await ExchangeReader.start(
+            client,
             get(server.port, "/upload", method: .put),
             body: .stream(length: 6) { writer in
                 try await writer.write(Array("abc".utf8))
@@ -72,6 +78,66 @@ import Testing
         await server.shutdown()
     }
 
+    /// How an exchange ends while its request body's producer is still writing.
+    enum Ending: String, CaseIterable, Sendable {
+        /// The reader went away (``LoopExchange/cancel()``).
+        case cancelled
+        /// The client shut down.
+        case shutDown
+    }
+
+    /// A request body's producer still writing when its exchange ends is told so: its write
+    /// throws ``HTTPClientError/cancelled`` instead of waiting for ever for reads that will not
+    /// come (holding what it reads from: on the proxy, an app's request body).
+    @Test(arguments: Ending.allCases)
+    func aProducerStillWritingWhenItsExchangeEndsIsToldSo(ending: Ending) async throws {
+        let scripted = try ScriptedHTTPServer { _ in .hang }  // reads the chunked body as it comes
+        let client = testClient()
+        let producer = Producer()
+        let piece = [UInt8](repeating: 0x70, count: 64 * 1024)
+        let request = LoopRequest(method: "POST", scheme: "http", authority: "127.0.0.1:\(scripted.port)", path: "/up", headers: HeaderLines())
+        let body = HTTPClientRequestBody.stream(length: nil) { writer in
+            do {
+                while true {
+                    try await writer.write(piece)
+                    producer.written.add(1, ordering: .relaxed)
+                }
+            } catch {
+                producer.ended(error)
+                throw error
+            }
+        }
+        let started = await client.loop.run { try? client.startOnLoop(request, body: body, headTimeout: .seconds(30), idleTimeout: .seconds(30)) }
+        let exchange = try #require(started)
+        // The body moves (the server reads it) before the exchange ends.
+        let moving = ContinuousClock.now.advanced(by: .seconds(5))
+        while producer.written.load(ordering: .relaxed) < 8, ContinuousClock.now < moving { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(producer.written.load(ordering: .relaxed) >= 8)
+        switch ending {
+        case .cancelled: await client.loop.run { exchange.cancel() }
+        case .shutDown: client.shutdown()
+        }
+        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
+        while producer.error == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(producer.error == .cancelled)
+        client.shutdown()
+        scripted.stop()
+    }
+
+    /// What a test's request body producer did.
+    final class Producer: Sendable {
+        let written = Atomic<Int>(0)
+        private let failure = Mutex<HTTPClientError?>(nil)
+
+        func ended(_ error: any Error) {
+            failure.withLock { $0 = $0 ?? (error as? HTTPClientError ?? HTTPClientError(.transport, detail: "\(error)")) }
+        }
+
+        var error: HTTPClientError? { failure.withLock { $0 } }
+    }
+
+    /// The reader going away (``LoopExchange/cancel()``, as a relayed body's `close` does) ends
+    /// the transfer: the server's endless answer stops.
     @Test func droppingAStreamedResponseEndsItsTransfer() async throws {
         var configuration = HTTPServer.Configuration()
         configuration.threads = 2
@@ -88,9 +154,9 @@ import Testing
         try server.start()
         let client = testClient()
         do {
-            let response = try await client.stream(get(server.port, "/endless"), idleTimeout: .seconds(60))
-            var iterator = response.makeAsyncIterator()
-            _ = try await iterator.next()
+            let response = try await ExchangeReader.start(client, get(server.port, "/endless"), idleTimeout: .seconds(60))
+            _ = try await response.next()
+            await response.cancel()
         }
         // The endless producer stops once the client's transfer is gone.
         let deadline = ContinuousClock.now.advanced(by: .seconds(5))
@@ -128,8 +194,8 @@ import Testing
         open.yield()
         let server = try gatedServer(gate)
         let client = testClient()
-        let response = try await client.stream(get(server.port, "/small"), idleTimeout: .seconds(10), wholeBodyUpTo: 64)
-        #expect(response.channel.isFinished)
+        let response = try await ExchangeReader.start(client, get(server.port, "/small"), idleTimeout: .seconds(10), wholeBodyUpTo: 64)
+        #expect(response.completeAtHead)
         #expect(try await response.collect(upTo: 64) == Array("helloworld".utf8))
         client.shutdown()
         await server.shutdown()
@@ -137,27 +203,37 @@ import Testing
 
     /// The same rule where libcurl hands the head over, without a network's timing: a head
     /// announcing at most the limit is held at its blank line, a larger one is delivered there.
-    @Test func theHeadIsHeldAtItsEndOnlyWhenTheAnnouncedBodyIsSmall() throws {
+    @Test func theHeadIsHeldAtItsEndOnlyWhenTheAnnouncedBodyIsSmall() async throws {
         let client = testClient()  // libcurl initialised
-        defer { client.shutdown() }
         for (limit, held) in [(64, true), (10, true), (9, false), (0, false)] {
-            let transfer = try Transfer(mode: .streaming(BodyChannel(highWater: 1024)), handles: EasyHandlePool(capacity: 1))
-            transfer.holdHeadUpTo = limit
-            for line in ["HTTP/1.1 200 OK\r\n", "content-LENGTH:  10 \r\n", "\r\n"] {
-                Array(line.utf8).withUnsafeBufferPointer { transfer.receiveHeader($0) }
+            let seen: (held: Bool, delivered: Bool, headToExchange: Bool)? = await client.loop.run {
+                let exchange = LoopExchange(client: client, idleTimeout: .seconds(10))
+                var headToExchange = false
+                exchange.onHead = { headToExchange = (try? $0.get()) != nil }
+                guard let transfer = try? Transfer(mode: .onLoop(exchange), handles: EasyHandlePool(capacity: 1)) else { return nil }
+                transfer.holdHeadUpTo = limit
+                for line in ["HTTP/1.1 200 OK\r\n", "content-LENGTH:  10 \r\n", "\r\n"] {
+                    Array(line.utf8).withUnsafeBufferPointer { transfer.receiveHeader($0) }
+                }
+                exchange.cancel()
+                return (transfer.headHeld, transfer.headDelivered, headToExchange)
             }
-            #expect(transfer.headHeld == held, "limit \(limit)")
-            #expect(transfer.headDelivered == !held, "limit \(limit)")
+            let result = try #require(seen, "limit \(limit)")
+            #expect(result.held == held, "limit \(limit)")
+            #expect(result.delivered == !held, "limit \(limit)")
+            #expect(result.headToExchange == !held, "limit \(limit)")
         }
+        client.shutdown()
     }
 
     @Test func aBodyAboveTheLimitStillStreamsAfterTheHead() async throws {
         let (gate, open) = AsyncStream.makeStream(of: Void.self)
         let server = try gatedServer(gate)
         let client = testClient()
-        let response = try await client.stream(get(server.port, "/small"), idleTimeout: .seconds(10), wholeBodyUpTo: 9)
+        let response = try await ExchangeReader.start(client, get(server.port, "/small"), idleTimeout: .seconds(10), wholeBodyUpTo: 9)
         // The server holds the second half until the head was seen here.
-        #expect(!response.channel.isFinished)
+        #expect(!response.completeAtHead)
+        #expect(!(await response.isComplete))
         open.yield()
         #expect(try await response.collect(upTo: 64) == Array("helloworld".utf8))
         client.shutdown()

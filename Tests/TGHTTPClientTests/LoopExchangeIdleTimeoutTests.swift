@@ -5,9 +5,10 @@ import Testing
 
 @testable import TGHTTPClient
 
-/// `HTTPClient.stream`'s deadline is an idle timeout, never one for the whole exchange: a long
-/// download or upload that keeps moving is not cut, however long it takes; one that goes quiet is.
-@Suite struct StreamIdleTimeoutTests {
+/// A ``LoopExchange``'s deadline after its head, and an exchange's with a streamed upload from
+/// its start, is an idle timeout, never one for the whole exchange: a long download or upload that
+/// keeps moving is not cut, however long it takes; one that goes quiet is.
+@Suite struct LoopExchangeIdleTimeoutTests {
     static func server(threads: Int = 1, _ handler: @escaping HTTPServer.Handler) throws -> HTTPServer {
         var configuration = HTTPServer.Configuration()
         configuration.threads = threads
@@ -37,7 +38,12 @@ import Testing
         let client = testClient()
         let clock = ContinuousClock()
         let started = clock.now
-        let response = try await client.stream(get(server.port, "/trickle"), idleTimeout: .milliseconds(300))
+        let response = try await ExchangeReader.start(
+            client,
+            get(server.port, "/trickle"),
+            headTimeout: .milliseconds(300),
+            idleTimeout: .milliseconds(300)
+        )
         let body = try await response.collect(upTo: 1 << 20)
         #expect(body.count == 20_000)
         // Three times the idle timeout and more: only a whole-exchange deadline would have cut it.
@@ -52,11 +58,11 @@ import Testing
             .response(ServerResponse(status: .ok, body: .stream { writer in for _ in 0..<32 { try await writer.write(chunk) } }))
         }
         let client = testClient()
-        let response = try await client.stream(get(server.port, "/big"), idleTimeout: .milliseconds(300), bufferSize: 256 * 1024)
+        let response = try await ExchangeReader.start(client, get(server.port, "/big"), idleTimeout: .milliseconds(300))
         var total = 0
         var reads = 0
         var stalls = 0
-        for try await piece in response {
+        while let piece = try await response.next() {
             total += piece.count
             reads += 1
             // Paused for its reader, the transfer is not idle (four stalls, each longer than the
@@ -87,7 +93,8 @@ import Testing
         let client = testClient()
         let clock = ContinuousClock()
         let started = clock.now
-        let response = try await client.stream(
+        let response = try await ExchangeReader.start(
+            client,
             get(server.port, "/upload", method: .post),
             body: .stream(length: nil) { writer in
                 for _ in 0..<12 {
@@ -111,9 +118,9 @@ import Testing
         let client = testClient()
         let clock = ContinuousClock()
         let started = clock.now
-        let response = try await client.stream(get(server.port, "/quiet"), idleTimeout: .milliseconds(300))
+        let response = try await ExchangeReader.start(client, get(server.port, "/quiet"), idleTimeout: .milliseconds(300))
         await #expect(throws: HTTPClientError.timeout) {
-            for try await _ in response {}
+            while try await response.next() != nil {}
         }
         #expect(clock.now - started < .seconds(2))
         gate.open()
@@ -138,7 +145,8 @@ import Testing
         let clock = ContinuousClock()
         let started = clock.now
         await #expect(throws: HTTPClientError.timeout) {
-            _ = try await client.stream(
+            _ = try await ExchangeReader.start(
+                client,
                 get(server.port, "/upload", method: .put),
                 body: .stream(length: 200_000) { writer in try await writer.write([UInt8](repeating: 0x63, count: 200_000)) },
                 idleTimeout: .milliseconds(300)
