@@ -49,8 +49,9 @@ extension UpstreamTokens {
         guard case .notClaimed(let current) = try await store.providerFaults.claimAttempt(provider, now: now, holdUntil: holdUntil) else {
             return .ask(heldUntil: holdUntil)
         }
-        // Not claimed: over meanwhile (a plain refresh), or in a window or asked by another caller.
-        guard let current, current.kind != nil else { return .ask(heldUntil: nil) }
+        // Not claimed: over meanwhile (the next call reads it afresh; this one holds the fault as it
+        // was, which would settle the answer wrongly), or in a window, or asked by another caller.
+        guard let current, current.kind != nil else { return .wait(until: now) }
         return .wait(until: waiting(provider, fault: current, now: now) ?? now)
     }
 
