@@ -246,4 +246,23 @@ import Testing
             #expect(!harness.logs.lines.contains { $0.contains(upstream) || $0.contains(token) })
         }
     }
+
+    /// A provider that issues an access token no header can carry (a line break in it, which
+    /// would also inject a field) costs the call a 502 `upstream_token_unusable`: the API is
+    /// never sent a request with it.
+    @Test func aProviderTokenThatCannotBeAHeaderValueIs502AndIsNeverSent() async throws {
+        try await AuthFlowHarness.run(settings: Self.rotatingProvider(), withGraphAPI: true, upstreamOptions: Self.graph) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            #expect(try await harness.get("/api/graph/me", bearer: token).status == 200)
+            let graph = try #require(harness.graph)
+            let sent = graph.received.count
+            // Past the upstream token's 120 s: the call waits for a refresh, whose token is unusable.
+            harness.clock.advance(by: 200)
+            harness.fake.misbehave(.responseMembers(["access_token": "bad\r\nX-Injected: 1"]), grantType: "refresh_token")
+            let answer = try await harness.get("/api/graph/me", bearer: token)
+            #expect(answer.status == 502, "\(answer.body)")
+            #expect(answer.json["code"] as? String == "upstream_token_unusable")
+            #expect(graph.received.count == sent, "nothing reached the API")
+        }
+    }
 }
