@@ -49,6 +49,17 @@ import Testing
         }
     }
 
+    /// Alice and Bob signed in, then the provider refuses TokenGate's client; a minute on,
+    /// Alice's call met the refusal (503), which started the provider's backoff (2 s).
+    static func twoUsersWhileTheClientIsRefused(_ h: AuthFlowHarness) async throws -> (alice: String, bob: String) {
+        let alice = try #require(try await h.logIn(as: "alice")["access_token"] as? String)
+        let bob = try #require(try await h.logIn(as: "bob")["access_token"] as? String)
+        h.fake.misbehave(Refusal.invalidClient.answer, .untilReset, grantType: "refresh_token")
+        h.clock.advance(by: 60)
+        #expect(try await h.get("/api/graph/me", bearer: alice).status == 503)
+        return (alice, bob)
+    }
+
     @Test(arguments: Refusal.allCases)
     func aProviderRefusingTheClientForTenMinutesLogsNobodyOutAndEveryoneIsBackWhenItAccepts(refusal: Refusal) async throws {
         try await Self.run { h in
@@ -98,11 +109,7 @@ import Testing
         try await Self.run { h in
             let second = try await h.startInstance()
             defer { Task { await second.stop() } }
-            let alice = try #require(try await h.logIn(as: "alice")["access_token"] as? String)
-            let bob = try #require(try await h.logIn(as: "bob")["access_token"] as? String)
-            h.fake.misbehave(Refusal.invalidClient.answer, .untilReset, grantType: "refresh_token")
-            h.clock.advance(by: 60)
-            #expect(try await h.get("/api/graph/me", bearer: alice).status == 503)
+            let (alice, bob) = try await Self.twoUsersWhileTheClientIsRefused(h)
             // Past the provider's window (2 s), it takes the client again, but holds its answer:
             // alice's call on the first instance has the attempt.
             h.fake.resetMisbehaviours()
@@ -132,11 +139,7 @@ import Testing
     /// grant) does not hold the others off: its grant backs off alone, and the next caller asks.
     @Test func anAttemptThatSettlesOnlyItsGrantLetsTheNextCallerAskAtOnce() async throws {
         try await Self.run { h in
-            let alice = try #require(try await h.logIn(as: "alice")["access_token"] as? String)
-            let bob = try #require(try await h.logIn(as: "bob")["access_token"] as? String)
-            h.fake.misbehave(Refusal.invalidClient.answer, .untilReset, grantType: "refresh_token")
-            h.clock.advance(by: 60)
-            #expect(try await h.get("/api/graph/me", bearer: alice).status == 503)
+            let (alice, bob) = try await Self.twoUsersWhileTheClientIsRefused(h)
             h.fake.resetMisbehaviours()
             h.fake.misbehave(.serverError, grantType: "refresh_token")
             h.clock.advance(by: 3)

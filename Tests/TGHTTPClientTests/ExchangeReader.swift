@@ -91,6 +91,23 @@ final class ExchangeReader: @unchecked Sendable {
         return body
     }
 
+    /// Reads the whole body, pausing `pause` after every 16th piece, `stalls` times: a reader
+    /// slower than an idle timeout. Returns the bytes read and the pauses made.
+    func readStalling(_ stalls: Int, for pause: Duration) async throws -> (total: Int, stalls: Int) {
+        var total = 0
+        var reads = 0
+        var made = 0
+        while let piece = try await next() {
+            total += piece.count
+            reads += 1
+            if reads % 16 == 0, made < stalls {
+                made += 1
+                try await Task.sleep(for: pause)
+            }
+        }
+        return (total, made)
+    }
+
     /// Stops the exchange, as a reader that goes away does.
     func cancel() async {
         await client.loop.run { self.exchange.cancel() }

@@ -59,19 +59,9 @@ import Testing
         }
         let client = testClient()
         let response = try await ExchangeReader.start(client, get(server.port, "/big"), idleTimeout: .milliseconds(300))
-        var total = 0
-        var reads = 0
-        var stalls = 0
-        while let piece = try await response.next() {
-            total += piece.count
-            reads += 1
-            // Paused for its reader, the transfer is not idle (four stalls, each longer than the
-            // idle timeout).
-            if reads % 16 == 0, stalls < 4 {
-                stalls += 1
-                try await Task.sleep(for: .milliseconds(400))
-            }
-        }
+        // Paused for its reader, the transfer is not idle (four stalls, each longer than the
+        // idle timeout).
+        let (total, stalls) = try await response.readStalling(4, for: .milliseconds(400))
         #expect(stalls == 4)
         #expect(total == 2 << 20)
         client.shutdown()

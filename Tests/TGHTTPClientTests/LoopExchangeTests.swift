@@ -185,19 +185,9 @@ import Testing
         let started = clock.now
         let response = try await ExchangeReader.start(client, get(relay.server.port, "/big"), idleTimeout: .seconds(60))
         #expect(response.head.status == .ok)
-        var total = 0
-        var reads = 0
-        var stalls = 0
-        while let piece = try await response.next() {
-            total += piece.count
-            reads += 1
-            // The reader stalls for longer than the relay's idle timeout, four times over (each
-            // stall alone would have cut an idle transfer).
-            if reads % 16 == 0, stalls < 4 {
-                stalls += 1
-                try await Task.sleep(for: .milliseconds(400))
-            }
-        }
+        // The reader stalls for longer than the relay's idle timeout, four times over (each
+        // stall alone would have cut an idle transfer).
+        let (total, stalls) = try await response.readStalling(4, for: .milliseconds(400))
         #expect(stalls == 4)
         #expect(total == 8 << 20)
         #expect(clock.now - started > .milliseconds(900))
