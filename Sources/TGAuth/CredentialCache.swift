@@ -56,6 +56,13 @@ public final class CredentialCache: Sendable {
     struct TokenKey: Hashable {
         var account: UUID
         var scopeKey: String
+
+        // By the account alone (its 16 bytes): an account holds tokens for a few scope sets at
+        // most, which equality tells apart, and hashing the key's string too cost ~200
+        // instructions per proxied call.
+        func hash(into hasher: inout Hasher) {
+            withUnsafeBytes(of: account.uuid) { hasher.combine(bytes: $0) }
+        }
     }
 
     struct Entries {

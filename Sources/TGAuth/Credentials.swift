@@ -27,6 +27,11 @@ public struct OpaqueToken: Sendable {
         return wellFormed ? hash(presented) : nil
     }
 
+    /// The same for a token's bytes lent in place (its header field's, on the proxy's path).
+    public static func hashIfWellFormed(_ presented: UnsafeBufferPointer<UInt8>) -> TokenHash? {
+        isWellFormed(presented) ? TokenHash(Digest.sha256(presented)) : nil
+    }
+
     private static func isWellFormed(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         guard (16...128).contains(bytes.count) else { return false }
         for byte in bytes {

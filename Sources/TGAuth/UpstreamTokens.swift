@@ -106,6 +106,12 @@ public final class UpstreamTokens: Sendable {
         return hash
     }
 
+    /// The same for the token's bytes in place (its header field's).
+    public static func hash(_ accessToken: UnsafeBufferPointer<UInt8>) throws -> TokenHash {
+        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Sessions.invalidAccessToken }
+        return hash
+    }
+
     /// The upstream access token for `scopes` if one is in memory and not yet due for its
     /// refresh, without waiting (nil: ask ``upstreamAccessToken(for:scopes:rejected:)``). One
     /// close to that point is still served, and refreshed in the background.

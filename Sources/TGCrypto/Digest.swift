@@ -20,6 +20,12 @@ public enum Digest {
         return text.utf8.withContiguousStorageIfAvailable { sha256(UnsafeRawBufferPointer($0)) } ?? sha256(Array(text.utf8))
     }
 
+    /// SHA-256 of bytes lent in place (a bearer token still in its header field).
+    public static func sha256(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        guard bytes.baseAddress != nil else { return sha256([]) }
+        return sha256(UnsafeRawBufferPointer(bytes))
+    }
+
     /// `input` must have a base address. OpenSSL's low-level SHA-256 (`CShims_SHA256`: no
     /// allocation, no provider dispatch), which cannot fail.
     private static func sha256(_ input: UnsafeRawBufferPointer) -> [UInt8] {

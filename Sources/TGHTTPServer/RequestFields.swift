@@ -69,6 +69,19 @@ public struct RequestFields: Sendable, Equatable {
         return found
     }
 
+    /// `body` given the first field named `name`'s value in place; false when there is none. For
+    /// a value read on every call, such as the proxied call's `Authorization`, without a string
+    /// (not generic: the caller keeps what it reads, without a generic call across modules).
+    public func withFirst(_ name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) throws -> Void) rethrows -> Bool {
+        var found = false
+        try forValues(of: name) { value in
+            found = true
+            try body(value)
+            return false
+        }
+        return found
+    }
+
     /// Whether a field named `name` is there.
     public func contains(_ name: HTTPField.Name) -> Bool {
         var found = false
@@ -101,15 +114,15 @@ public struct RequestFields: Sendable, Equatable {
     }
 
     /// The values of the fields named `name`, in order, until `body` returns false.
-    private func forValues(of name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
-        name.canonicalName.withUTF8Bytes { canonical in
-            walk { fieldName, value in Self.equalsIgnoringCase(fieldName, canonical) ? body(value) : true }
+    private func forValues(of name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) throws -> Bool) rethrows {
+        try name.canonicalName.withUTF8Bytes { canonical in
+            try walk { fieldName, value in try Self.equalsIgnoringCase(fieldName, canonical) ? body(value) : true }
         }
     }
 
     /// Each field's name and value, in order, until `body` returns false.
-    private func walk(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> Bool) {
-        storage.withUnsafeBufferPointer { bytes in
+    private func walk(_ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) throws -> Bool) rethrows {
+        try storage.withUnsafeBufferPointer { bytes in
             // Every name and value ends in a NUL (and holds none): `strlen` finds each end.
             guard let base = bytes.baseAddress else { return }
             let text = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
@@ -121,7 +134,7 @@ public struct RequestFields: Sendable, Equatable {
                 let valueLength = strlen(text + index)
                 let value = UnsafeBufferPointer(start: base + index, count: valueLength)
                 index += valueLength + 1
-                guard body(name, value) else { return }
+                guard try body(name, value) else { return }
             }
         }
     }

@@ -83,4 +83,14 @@ import Testing
         #expect(request.fields.first(.accept) == "text/plain")
         #expect(request.fields.count == 3)
     }
+
+    @Test func withFirstLendsTheFirstValueOfANameInAnyCaseAndSaysWhenThereIsNone() {
+        let fields = made([("X-Other", "o"), ("authorization", "Bearer first"), ("Authorization", "Bearer second")])
+        var seen: [String] = []
+        #expect(fields.withFirst(.authorization) { seen.append(String(decoding: $0, as: UTF8.self)) })
+        #expect(seen == ["Bearer first"])
+        #expect(!fields.withFirst(.cookie) { _ in Issue.record("no cookie field was sent") })
+        struct Refused: Error {}
+        #expect(throws: Refused.self) { try fields.withFirst(.authorization) { _ in throw Refused() } }
+    }
 }

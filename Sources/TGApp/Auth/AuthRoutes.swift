@@ -172,7 +172,7 @@ enum AuthRoutes {
         guard let header = request.fields.first(.authorization),
             let (bounds, isDPoP) = header.withUTF8Bytes(Self.tokenBounds)
         else {
-            throw AuthProblem(.invalidToken, "Send the TokenGate access token as Authorization: Bearer <token>.")
+            throw noToken
         }
         let utf8 = header.utf8
         let value = Substring(
@@ -183,7 +183,10 @@ enum AuthRoutes {
 
     /// Where the token is in an `Authorization` value: after `Bearer` or `DPoP` (any case) and
     /// blanks, before trailing blanks; nil when the scheme is neither or nothing follows it.
-    private static func tokenBounds(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, isDPoP: Bool)? {
+    /// A request without a TokenGate token in `Authorization`.
+    static let noToken = AuthProblem(.invalidToken, "Send the TokenGate access token as Authorization: Bearer <token>.")
+
+    static func tokenBounds(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, isDPoP: Bool)? {
         func starts(with scheme: StaticString) -> Bool {
             guard bytes.count > scheme.utf8CodeUnitCount else { return false }
             for index in 0..<scheme.utf8CodeUnitCount {

@@ -19,7 +19,7 @@ enum DPoPGate {
     /// unbound one needs the `Bearer` scheme.
     static func check(_ request: ServerRequest, session: SessionContext, token: PresentedToken, dpop: DPoPBinding) async throws {
         do {
-            guard let bound = try boundKey(session: session, token: token) else { return }
+            guard let bound = try boundKey(session: session, isDPoP: token.isDPoP) else { return }
             guard let proof = try onlyProof(request) else { throw DPoPError(.invalidProof, "Send a DPoP proof in the DPoP header.") }
             // Never on an event loop (a signature check and a statement). An async route's first
             // job runs inline on the connection's loop until it first suspends, which a session
@@ -48,9 +48,9 @@ enum DPoPGate {
 
     /// Whether `session` is bound, so that a proof must be checked (off the event loop: a
     /// signature check and a statement); throws when the scheme does not match the binding.
-    static func needsProof(session: SessionContext, token: PresentedToken, dpop: DPoPBinding) throws(DPoPError) -> Bool {
+    static func needsProof(session: SessionContext, isDPoP: Bool, dpop: DPoPBinding) throws(DPoPError) -> Bool {
         do {
-            return try boundKey(session: session, token: token) != nil
+            return try boundKey(session: session, isDPoP: isDPoP) != nil
         } catch {
             var refusal = error
             refusal.algorithms = dpop.algorithmNames
@@ -59,14 +59,14 @@ enum DPoPGate {
     }
 
     /// The key `session` is bound to (nil for a bearer session), once the scheme matches it.
-    private static func boundKey(session: SessionContext, token: PresentedToken) throws(DPoPError) -> String? {
+    private static func boundKey(session: SessionContext, isDPoP: Bool) throws(DPoPError) -> String? {
         guard let bound = session.dpopJKT else {
-            guard !token.isDPoP else {
+            guard !isDPoP else {
                 throw DPoPError(.invalidToken, "This access token is not DPoP-bound: send it as Authorization: Bearer.")
             }
             return nil
         }
-        guard token.isDPoP else {
+        guard isDPoP else {
             throw DPoPError(.invalidToken, "This access token is DPoP-bound: send it as Authorization: DPoP with a DPoP proof.")
         }
         return bound

@@ -109,17 +109,25 @@ struct ProxyAccountTokens: ProxyCredentials {
     let scopes: UpstreamScopes
 
     func cached(for request: ServerRequest) throws -> ProxyCredential? {
-        let presented = try AuthRoutes.presentedToken(request)
-        guard let session = tokens.cachedSessionForAPI(hash: try Self.hash(presented.value, memo: request.connectionMemo)),
+        // On the header's bytes in place: the token becomes a string only for a proof's check.
+        let memo = request.connectionMemo
+        var presented: (hash: TokenHash, isDPoP: Bool)?
+        _ = try request.fields.withFirst(.authorization) { header in
+            guard let (bounds, isDPoP) = AuthRoutes.tokenBounds(header) else { return }
+            presented = (try Self.hash(UnsafeBufferPointer(rebasing: header[bounds]), memo: memo), isDPoP)
+        }
+        guard let (hash, isDPoP) = presented else { throw AuthRoutes.noToken }
+        guard let session = tokens.cachedSessionForAPI(hash: hash),
             session.account.provider == provider,
             let token = tokens.cachedUpstreamAccessToken(for: session, scopes: scopes)
         else { return nil }
-        guard try DPoPGate.needsProof(session: session, token: presented, dpop: dpop) else { return credential(token) }
+        guard try DPoPGate.needsProof(session: session, isDPoP: isDPoP, dpop: dpop) else { return credential(token) }
         // A bound session's proof: its signature check and its record in the shared table, in a
         // task off the loop, before the call goes.
+        let presentedToken = try AuthRoutes.presentedToken(request)
         let dpop = dpop
         return credential(token) {
-            try await DPoPGate.check(request, session: session, token: presented, dpop: dpop)
+            try await DPoPGate.check(request, session: session, token: presentedToken, dpop: dpop)
         }
     }
 
@@ -127,14 +135,11 @@ struct ProxyAccountTokens: ProxyCredentials {
     /// presented the same bytes (a keep-alive app's every call), else checked and hashed and
     /// remembered. Only a pure function of the bytes is kept: the session is looked up anew.
     /// On the request's loop (``cached(for:)`` runs there), where the memo may be used.
-    static func hash(_ token: Substring, memo: ConnectionMemo?) throws -> TokenHash {
-        guard let memo else { return try UpstreamTokens.hash(token) }
-        return try token.withUTF8Bytes { bytes in
-            if let known = memo.value(for: bytes) { return TokenHash(known) }
-            let hash = try UpstreamTokens.hash(token)
-            memo.remember(hash.bytes, for: bytes)
-            return hash
-        }
+    static func hash(_ token: UnsafeBufferPointer<UInt8>, memo: ConnectionMemo?) throws -> TokenHash {
+        if let known = memo?.value(for: token) { return TokenHash(known) }
+        let hash = try UpstreamTokens.hash(token)
+        memo?.remember(hash.bytes, for: token)
+        return hash
     }
 
     func load(for request: ServerRequest, rejected: String?) async throws -> ProxyCredential {
