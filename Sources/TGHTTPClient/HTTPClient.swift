@@ -223,11 +223,19 @@ public final class HTTPClient: @unchecked Sendable {
         curl_multi_socket_action(multi, socket, events, &running)
         // libcurl 7.88 can leave a transfer that waited for a connection slot until its next
         // timeout; acting on the timeout after harvesting starts it now (docs/c-libraries.md).
-        if harvest() {
+        // Only when one can have waited: more transfers in flight than the smaller limit allows
+        // connections (otherwise every one had a connection, and the extra round cost each call
+        // another `curl_multi_socket_action`).
+        let inFlight = active.count
+        if harvest(), inFlight > slotLimit {
             timeoutDue = true
             loop.wakeSoon()
         }
     }
+
+    /// The fewest connections a transfer may be held back by: with no more transfers in flight,
+    /// none waits for a connection slot.
+    private var slotLimit: Int { min(configuration.maxConnectionsPerHost, configuration.maxConnections) }
 
     /// On the loop: resume a transfer paused for its reader.
     func resumeOnLoop(_ transfer: Transfer) {
