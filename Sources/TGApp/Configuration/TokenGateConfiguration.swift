@@ -402,6 +402,10 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var transferCodeTTLSeconds: Int
         /// Live transfer codes per device (a new one retires the oldest); 0 turns them off.
         public var transferCodesPerDevice: Int
+        /// Sessions, and as many upstream tokens, this instance keeps in memory
+        /// (`CredentialCache`'s capacity): what bounds the cache's memory; past it, a new entry
+        /// evicts an arbitrary one, which its next request reads from the database.
+        public var memoryCacheEntries: Int
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case accessTokenTTLSeconds = "access_token_ttl_seconds"
@@ -413,6 +417,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case deviceIdleTTLSeconds = "device_idle_ttl_seconds"
             case transferCodeTTLSeconds = "transfer_code_ttl_seconds"
             case transferCodesPerDevice = "transfer_codes_per_device"
+            case memoryCacheEntries = "memory_cache_entries"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -426,6 +431,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             deviceIdleTTLSeconds = try c.value(.deviceIdleTTLSeconds, default: 30 * 86400, in: 1...)
             transferCodeTTLSeconds = try c.value(.transferCodeTTLSeconds, default: 30 * 86400, in: 60...(365 * 86400), note: "a year")
             transferCodesPerDevice = try c.value(.transferCodesPerDevice, default: 3, in: 0...20, zero: "transfer codes off")
+            memoryCacheEntries = try c.value(.memoryCacheEntries, default: 100_000, in: 1...10_000_000)
         }
     }
 
