@@ -94,6 +94,7 @@ public enum TokenGateApp {
             resources: configuration.upstreams.map {
                 UpstreamResource(name: $0.name, provider: $0.provider, scopes: $0.scopes, allowsTokenExchange: $0.tokenExchange)
             },
+            cache: CredentialCache(capacity: sessions.memoryCacheEntries),
             clock: clock,
             metrics: metrics,
             logger: logger

@@ -83,7 +83,8 @@ public final class CredentialCache: Sendable {
     }
 
     private let state = Mutex(Entries())
-    private let capacity: Int
+    /// Sessions it holds at most, and as many upstream tokens (`sessions.memory_cache_entries`).
+    public let capacity: Int
 
     /// `capacity` bounds sessions and tokens each; when full, a new entry evicts an arbitrary one.
     public init(capacity: Int = 100_000) {

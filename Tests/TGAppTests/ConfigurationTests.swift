@@ -1,5 +1,8 @@
 import Foundation
+import Logging
 import TGApp
+import TGAuth
+import TGPostgres
 import Testing
 
 /// Each test writes its files into a directory of its own, removed when the test ends.
@@ -230,6 +233,18 @@ import Testing
         #expect(Set(refused.map(\.key)) == ["faults.rejection_valve_window_seconds", "faults.rejection_valve_count"])
         #expect(throws: ConfigurationError.self) {
             try ConfigurationLoader.load(path: try write(database + "faults: { valve: 3 }", extension: "yaml"), environment: [:])
+        }
+    }
+
+    /// `sessions.memory_cache_entries` is the capacity of the instance's `CredentialCache`.
+    @Test func theMemoryCacheEntriesAreTheCredentialCachesCapacity() throws {
+        let database = "database: { url: \"postgresql://127.0.0.1:1/unused\" }\n"
+        for (text, capacity) in [(database, 100_000), (database + "sessions: { memory_cache_entries: 2 }", 2)] {
+            let configuration = try ConfigurationLoader.load(path: try write(text, extension: "yaml"), environment: [:])
+            let pool = TokenGateApp.makeDatabase(configuration)
+            defer { pool.shutdown() }
+            let auth = try TokenGateApp.makeAuthServices(configuration, database: pool, providers: [], logger: Logger(label: "test"))
+            #expect(auth.cache.capacity == capacity)
         }
     }
 

@@ -23,6 +23,11 @@ public enum ConfigurationLoader {
 
     /// Loads `path` (YAML for `.yaml`/`.yml`, JSON for `.json`; nil: defaults and environment only).
     public static func load(path: String?, environment: [String: String]) throws(ConfigurationError) -> TokenGateConfiguration {
+        try load(path: path, environment: environment, bounds: SettingBounds())
+    }
+
+    /// ``load(path:environment:)``, recording every numeric setting's declared bounds into `bounds`.
+    static func load(path: String?, environment: [String: String], bounds: SettingBounds) throws(ConfigurationError) -> TokenGateConfiguration {
         var problems: [ConfigurationError.Problem] = []
         var tree: [String: Any] = [:]
         if let path {
@@ -44,13 +49,14 @@ public enum ConfigurationLoader {
             let data = try JSONSerialization.data(withJSONObject: tree)
             let decoder = JSONDecoder()
             decoder.userInfo[.environment] = environment
+            decoder.userInfo[.settingBounds] = bounds
             configuration = try decoder.decode(TokenGateConfiguration.self, from: data)
         } catch let error as DecodingError {
             throw ConfigurationError(problems: problems + [problem(from: error)])
         } catch {
             throw ConfigurationError(problems: problems + [.init(key: "(file)", message: "is not a valid configuration")])
         }
-        problems += ConfigurationValidator(configuration: configuration).problems()
+        problems += ConfigurationValidator(configuration: configuration, outOfBounds: bounds.problems).problems()
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return configuration
     }
@@ -111,27 +117,29 @@ public enum ConfigurationLoader {
         }
     }
 
-    private static func problem(from error: DecodingError) -> ConfigurationError.Problem {
-        func path(_ codingPath: [any CodingKey]) -> String {
-            var text = ""
-            for key in codingPath {
-                if let index = key.intValue {
-                    text += "[\(index)]"
-                } else {
-                    text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
-                }
+    /// `providers[1].issuer` for a coding path; `(file)` for the top.
+    static func keyPath(_ codingPath: [any CodingKey]) -> String {
+        var text = ""
+        for key in codingPath {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
             }
-            return text.isEmpty ? "(file)" : text
         }
+        return text.isEmpty ? "(file)" : text
+    }
+
+    private static func problem(from error: DecodingError) -> ConfigurationError.Problem {
         switch error {
         case .typeMismatch(let type, let context):
-            return .init(key: path(context.codingPath), message: "must be \(describe(type))")
+            return .init(key: keyPath(context.codingPath), message: "must be \(describe(type))")
         case .valueNotFound(let type, let context):
-            return .init(key: path(context.codingPath), message: "must be \(describe(type)), not null")
+            return .init(key: keyPath(context.codingPath), message: "must be \(describe(type)), not null")
         case .keyNotFound(let key, let context):
-            return .init(key: path(context.codingPath + [key]), message: "is required")
+            return .init(key: keyPath(context.codingPath + [key]), message: "is required")
         case .dataCorrupted(let context):
-            return .init(key: path(context.codingPath), message: context.debugDescription)
+            return .init(key: keyPath(context.codingPath), message: context.debugDescription)
         @unknown default:
             return .init(key: "(file)", message: "is not a valid configuration")
         }

@@ -10,17 +10,25 @@ import Glibc
 import TGBase
 #endif
 
-/// Checks a decoded configuration and lists every problem with its key path.
+/// Checks a decoded configuration and lists every problem with its key path: the rules that
+/// involve more than one value or more than a number's bounds are here; a numeric setting's
+/// bounds are declared where it is decoded (``SettingBounds``), and the values the decoding found
+/// outside them are reported after these.
 struct ConfigurationValidator {
     let configuration: TokenGateConfiguration
+    /// The decoding's ``SettingBounds/problems``.
+    let outOfBounds: [ConfigurationError.Problem]
     private var found: [ConfigurationError.Problem] = []
 
-    init(configuration: TokenGateConfiguration) { self.configuration = configuration }
+    init(configuration: TokenGateConfiguration, outOfBounds: [ConfigurationError.Problem] = []) {
+        self.configuration = configuration
+        self.outOfBounds = outOfBounds
+    }
 
     func problems() -> [ConfigurationError.Problem] {
         var validator = self
         validator.check()
-        return validator.found
+        return validator.found + outOfBounds
     }
 
     private mutating func problem(_ key: String, _ message: String) { found.append(.init(key: key, message: message)) }
@@ -52,58 +60,17 @@ struct ConfigurationValidator {
         } else {
             problem("database.url", "is required: set it in the file or with TOKENGATE_DATABASE_URL")
         }
-        positive(c.database.poolSize, "database.pool_size")
-        positive(c.database.acquireTimeoutSeconds, "database.acquire_timeout_seconds")
-        positive(c.database.statementTimeoutSeconds, "database.statement_timeout_seconds")
         if Logger.Level(rawValue: c.log.level) == nil {
             problem("log.level", "must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        if !(0...(1 << 20)).contains(c.log.accessLogBufferBytes) {
-            problem("log.access_log_buffer_bytes", "must be 0 (unbuffered) to 1048576")
-        }
-        if !(1...60).contains(c.log.accessLogFlushSeconds) { problem("log.access_log_flush_seconds", "must be 1 to 60") }
         checkEncryption(c.encryption)
         checkClients(c.clients, providers: Set(c.providers.map(\.name)))
         checkProviders(c.providers)
         checkUpstreams(c.upstreams, providers: Set(c.providers.map(\.name)))
-        positive(c.sessions.accessTokenTTLSeconds, "sessions.access_token_ttl_seconds")
-        positive(c.sessions.refreshTokenIdleTTLSeconds, "sessions.refresh_token_idle_ttl_seconds")
-        positive(c.sessions.deviceIdleTTLSeconds, "sessions.device_idle_ttl_seconds")
-        positive(c.sessions.refreshTokenAbsoluteTTLSeconds, "sessions.refresh_token_absolute_ttl_seconds")
-        positive(c.sessions.handoffCodeTTLSeconds, "sessions.handoff_code_ttl_seconds")
-        positive(c.sessions.pendingLoginTTLSeconds, "sessions.pending_login_ttl_seconds")
-        positive(c.sweeper.intervalSeconds, "sweeper.interval_seconds")
-        if !(60...(365 * 86400)).contains(c.sessions.transferCodeTTLSeconds) {
-            problem("sessions.transfer_code_ttl_seconds", "must be between 60 and 31536000 (a year)")
-        }
-        if !(0...20).contains(c.sessions.transferCodesPerDevice) {
-            problem("sessions.transfer_codes_per_device", "must be between 0 (transfer codes off) and 20")
-        }
-        if c.sessions.refreshReplayGraceSeconds < 0 || c.sessions.refreshReplayGraceSeconds > 300 {
-            problem("sessions.refresh_replay_grace_seconds", "must be between 0 and 300")
-        }
-        if c.server.loginRateLimitPerMinute < 0 { problem("server.login_rate_limit_per_minute", "must be 0 (no limit) or more") }
-        if c.server.callbackRateLimitPerMinute < 0 { problem("server.callback_rate_limit_per_minute", "must be 0 (no limit) or more") }
-        if c.server.tokenRateLimitPerMinute < 0 { problem("server.token_rate_limit_per_minute", "must be 0 (no limit) or more") }
         checkDPoP(c.dpop)
-        checkFaults(c.faults)
-        if c.server.backChannelLogoutRateLimitPerMinute < 0 {
-            problem("server.backchannel_logout_rate_limit_per_minute", "must be 0 (no limit) or more")
-        }
         if !c.clients.isEmpty, c.encryption.keys.isEmpty {
             problem("encryption.keys", "are required when clients are registered (refresh tokens are stored encrypted)")
         }
-    }
-
-    private mutating func checkFaults(_ faults: TokenGateConfiguration.Faults) {
-        if !(0...100_000).contains(faults.rejectionValveCount) { problem("faults.rejection_valve_count", "must be between 0 (off) and 100000") }
-        if !(1...3600).contains(faults.rejectionValveWindowSeconds) {
-            problem("faults.rejection_valve_window_seconds", "must be between 1 and 3600")
-        }
-        if !(0...(30 * 86400)).contains(faults.rejectedGrantGraceSeconds) {
-            problem("faults.rejected_grant_grace_seconds", "must be between 0 and 2592000 (30 days)")
-        }
-        if !(0...3600).contains(faults.clientCheckSeconds) { problem("faults.client_check_seconds", "must be between 0 and 3600") }
     }
 
     private mutating func checkDPoP(_ dpop: TokenGateConfiguration.DPoP) {
@@ -112,41 +79,20 @@ struct ConfigurationValidator {
         for (index, name) in dpop.algorithms.enumerated() where JWSAlgorithm(rawValue: name) == nil {
             problem("dpop.algorithms[\(index)]", "must be one of \(names.joined(separator: ", ")) (never none or HMAC)")
         }
-        if !(5...600).contains(dpop.proofMaxAgeSeconds) { problem("dpop.proof_max_age_seconds", "must be between 5 and 600") }
-        if !(10...86400).contains(dpop.nonceLifetimeSeconds) { problem("dpop.nonce_lifetime_seconds", "must be between 10 and 86400") }
-        if !(1000...100_000_000).contains(dpop.replayCacheEntries) {
-            problem("dpop.replay_cache_entries", "must be between 1000 and 100000000")
-        }
     }
 
     private mutating func checkServer(_ server: TokenGateConfiguration.Server) {
         if !Self.isIPAddress(server.host) { problem("server.host", "must be an IPv4 or IPv6 address") }
-        if !(1...65535).contains(server.port) { problem("server.port", "must be between 1 and 65535") }
         webURL(server.publicBaseURL, "server.public_base_url")
         for (index, proxy) in server.trustedProxies.enumerated() where Self.parseCIDR(proxy) == nil {
             problem("server.trusted_proxies[\(index)]", "must be an IP address or CIDR (10.0.0.0/8)")
         }
-        if let threads = server.threads { positive(threads, "server.threads") }
-        positive(server.connectionLimit, "server.connection_limit")
-        if server.maxConnectionsPerIP < 0 { problem("server.max_connections_per_ip", "must be 0 (no limit) or more") }
-        if !(32...128).contains(server.ipv6PrefixLength) {
-            problem("server.ipv6_prefix_length", "must be between 32 and 128 (the bits of an IPv6 address that make one client)")
-        }
-        if server.minBodyBytesPerSecond < 0 { problem("server.min_body_bytes_per_second", "must be 0 (no minimum) or more") }
-        positive(server.connectionTimeoutSeconds, "server.connection_timeout_seconds")
-        if server.requestHeadTimeoutSeconds < 0 {
-            problem("server.request_head_timeout_seconds", "must be 0 (no limit) or a number of seconds")
-        }
-        positive(server.maxBodyBytes, "server.max_body_bytes")
-        positive(server.requestTimeoutSeconds, "server.request_timeout_seconds")
-        positive(server.drainTimeoutSeconds, "server.drain_timeout_seconds")
     }
 
     /// The admin listener: its own address, never the public one (same port on the same or a
     /// wildcard address would fight over the socket, or serve the admin routes publicly).
     private mutating func checkAdmin(_ admin: TokenGateConfiguration.Admin, server: TokenGateConfiguration.Server) {
         if !Self.isIPAddress(admin.host) { problem("admin.host", "must be an IPv4 or IPv6 address") }
-        if !(0...65535).contains(admin.port) { problem("admin.port", "must be between 0 (any free port) and 65535") }
         let wildcards: Set<String> = ["0.0.0.0", "::"]
         let overlapping = admin.host == server.host || wildcards.contains(admin.host) || wildcards.contains(server.host)
         if admin.port != 0, admin.port == server.port, overlapping {
@@ -255,16 +201,6 @@ struct ConfigurationValidator {
             if let url = URLComponents(string: upstream.baseURL), url.query != nil {
                 problem("\(path).base_url", "must have no query (the caller's query is forwarded)")
             }
-            positive(upstream.timeoutSeconds, "\(path).timeout_seconds")
-            positive(upstream.connectTimeoutSeconds, "\(path).connect_timeout_seconds")
-            positive(upstream.maxBodyBytes, "\(path).max_body_bytes")
-            positive(upstream.maxConnections, "\(path).max_connections")
-            if !(1...TokenGateConfiguration.Upstream.rewriteMaxBodyBytesLimit).contains(upstream.rewriteMaxBodyBytes) {
-                problem(
-                    "\(path).rewrite_max_body_bytes",
-                    "must be between 1 and \(TokenGateConfiguration.Upstream.rewriteMaxBodyBytesLimit) (16 MiB: a rewritten answer is held in memory)"
-                )
-            }
             for method in upstream.methods where !TokenGateConfiguration.Upstream.defaultMethods.contains(method) {
                 problem("\(path).methods", "\(method) is not one of \(TokenGateConfiguration.Upstream.defaultMethods.joined(separator: ", "))")
             }
@@ -277,10 +213,6 @@ struct ConfigurationValidator {
                 }
             }
         }
-    }
-
-    private mutating func positive(_ value: Int, _ key: String) {
-        if value <= 0 { problem(key, "must be positive") }
     }
 
     private mutating func secret(_ secret: Secret, _ key: String) {

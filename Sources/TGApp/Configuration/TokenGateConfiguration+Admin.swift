@@ -14,9 +14,9 @@ extension TokenGateConfiguration {
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
             host = try c.value(.host, default: "127.0.0.1")
-            port = try c.value(.port, default: 9090)
+            port = try c.value(.port, default: 9090, in: 0...65535, zero: "any free port")
         }
     }
 }

@@ -21,12 +21,12 @@ extension TokenGateConfiguration {
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
             algorithms = try c.value(.algorithms, default: ["ES256", "ES384", "EdDSA", "PS256", "RS256"])
-            proofMaxAgeSeconds = try c.value(.proofMaxAgeSeconds, default: 60)
+            proofMaxAgeSeconds = try c.value(.proofMaxAgeSeconds, default: 60, in: 5...600)
             requireNonce = try c.value(.requireNonce, default: false)
-            nonceLifetimeSeconds = try c.value(.nonceLifetimeSeconds, default: 300)
-            replayCacheEntries = try c.value(.replayCacheEntries, default: 1_000_000)
+            nonceLifetimeSeconds = try c.value(.nonceLifetimeSeconds, default: 300, in: 10...86400)
+            replayCacheEntries = try c.value(.replayCacheEntries, default: 1_000_000, in: 1000...100_000_000)
         }
     }
 }

@@ -20,11 +20,11 @@ extension TokenGateConfiguration {
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            rejectionValveCount = try c.value(.rejectionValveCount, default: 20)
-            rejectionValveWindowSeconds = try c.value(.rejectionValveWindowSeconds, default: 60)
-            rejectedGrantGraceSeconds = try c.value(.rejectedGrantGraceSeconds, default: 86400)
-            clientCheckSeconds = try c.value(.clientCheckSeconds, default: 60)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
+            rejectionValveCount = try c.value(.rejectionValveCount, default: 20, in: 0...100_000, zero: "off")
+            rejectionValveWindowSeconds = try c.value(.rejectionValveWindowSeconds, default: 60, in: 1...3600)
+            rejectedGrantGraceSeconds = try c.value(.rejectedGrantGraceSeconds, default: 86400, in: 0...(30 * 86400), note: "30 days")
+            clientCheckSeconds = try c.value(.clientCheckSeconds, default: 60, in: 0...3600)
         }
     }
 }

@@ -57,22 +57,27 @@ extension TokenGateConfiguration {
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
             name = try c.decode(String.self, forKey: .name)
             baseURL = try c.value(.baseURL, default: "")
             provider = try c.value(.provider, default: "")
             scopes = try c.value(.scopes, default: [])
             methods = try c.value(.methods, default: Self.defaultMethods).map { $0.uppercased() }
             pathPrefixes = try c.value(.pathPrefixes, default: ["/"])
-            timeoutSeconds = try c.value(.timeoutSeconds, default: 30)
-            connectTimeoutSeconds = try c.value(.connectTimeoutSeconds, default: 5)
-            maxBodyBytes = try c.value(.maxBodyBytes, default: 10 << 20)
-            maxConnections = try c.value(.maxConnections, default: 1024)
+            timeoutSeconds = try c.value(.timeoutSeconds, default: 30, in: 1...)
+            connectTimeoutSeconds = try c.value(.connectTimeoutSeconds, default: 5, in: 1...)
+            maxBodyBytes = try c.value(.maxBodyBytes, default: 10 << 20, in: 1...)
+            maxConnections = try c.value(.maxConnections, default: 1024, in: 1...)
             headers = try c.value(.headers, default: [:])
             caFile = try c.decodeIfPresent(String.self, forKey: .caFile)
             tokenExchange = try c.value(.tokenExchange, default: false)
             rewriteLinks = try c.value(.rewriteLinks, default: false)
-            rewriteMaxBodyBytes = try c.value(.rewriteMaxBodyBytes, default: 1 << 20)
+            rewriteMaxBodyBytes = try c.value(
+                .rewriteMaxBodyBytes,
+                default: 1 << 20,
+                in: 1...Self.rewriteMaxBodyBytesLimit,
+                note: "16 MiB: a rewritten answer is held in memory"
+            )
         }
     }
 }

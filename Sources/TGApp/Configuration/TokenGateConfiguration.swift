@@ -100,26 +100,41 @@ public struct TokenGateConfiguration: Sendable, Codable {
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
             host = try c.value(.host, default: "127.0.0.1")
-            port = try c.value(.port, default: 8080)
+            port = try c.value(.port, default: 8080, in: 1...65535)
             publicBaseURL = try c.value(.publicBaseURL, default: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
             trustedProxies = try c.value(.trustedProxies, default: [])
-            threads = try c.decodeIfPresent(Int.self, forKey: .threads)
-            connectionLimit = try c.value(.connectionLimit, default: 4096)
-            maxConnectionsPerIP = try c.value(.maxConnectionsPerIP, default: 256)
-            minBodyBytesPerSecond = try c.value(.minBodyBytesPerSecond, default: 1024)
-            connectionTimeoutSeconds = try c.value(.connectionTimeoutSeconds, default: 15)
-            requestHeadTimeoutSeconds = try c.value(.requestHeadTimeoutSeconds, default: 30)
-            maxBodyBytes = try c.value(.maxBodyBytes, default: 1 << 20)
-            requestTimeoutSeconds = try c.value(.requestTimeoutSeconds, default: 30)
-            drainTimeoutSeconds = try c.value(.drainTimeoutSeconds, default: 10)
-            loginRateLimitPerMinute = try c.value(.loginRateLimitPerMinute, default: 60)
-            callbackRateLimitPerMinute = try c.value(.callbackRateLimitPerMinute, default: 60)
-            tokenRateLimitPerMinute = try c.value(.tokenRateLimitPerMinute, default: 120)
-            backChannelLogoutRateLimitPerMinute = try c.value(.backChannelLogoutRateLimitPerMinute, default: 600)
+            threads = try c.valueIfPresent(.threads, in: 1...)
+            connectionLimit = try c.value(.connectionLimit, default: 4096, in: 1...)
+            maxConnectionsPerIP = try c.value(.maxConnectionsPerIP, default: 256, in: 0..., zero: "no limit")
+            minBodyBytesPerSecond = try c.value(.minBodyBytesPerSecond, default: 1024, in: 0..., zero: "no minimum")
+            connectionTimeoutSeconds = try c.value(.connectionTimeoutSeconds, default: 15, in: 1...)
+            requestHeadTimeoutSeconds = try c.value(
+                .requestHeadTimeoutSeconds,
+                default: 30,
+                in: 0...Int.max,
+                message: "must be 0 (no limit) or a number of seconds"
+            )
+            maxBodyBytes = try c.value(.maxBodyBytes, default: 1 << 20, in: 1...)
+            requestTimeoutSeconds = try c.value(.requestTimeoutSeconds, default: 30, in: 1...)
+            drainTimeoutSeconds = try c.value(.drainTimeoutSeconds, default: 10, in: 1...)
+            loginRateLimitPerMinute = try c.value(.loginRateLimitPerMinute, default: 60, in: 0..., zero: "no limit")
+            callbackRateLimitPerMinute = try c.value(.callbackRateLimitPerMinute, default: 60, in: 0..., zero: "no limit")
+            tokenRateLimitPerMinute = try c.value(.tokenRateLimitPerMinute, default: 120, in: 0..., zero: "no limit")
+            backChannelLogoutRateLimitPerMinute = try c.value(
+                .backChannelLogoutRateLimitPerMinute,
+                default: 600,
+                in: 0...,
+                zero: "no limit"
+            )
             rateLimitStore = try c.value(.rateLimitStore, default: .database)
-            ipv6PrefixLength = try c.value(.ipv6PrefixLength, default: 64)
+            ipv6PrefixLength = try c.value(
+                .ipv6PrefixLength,
+                default: 64,
+                in: 32...128,
+                note: "the bits of an IPv6 address that make one client"
+            )
         }
     }
 
@@ -138,11 +153,11 @@ public struct TokenGateConfiguration: Sendable, Codable {
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
             url = try c.decodeIfPresent(Secret.self, forKey: .url)
-            poolSize = try c.value(.poolSize, default: 10)
-            acquireTimeoutSeconds = try c.value(.acquireTimeoutSeconds, default: 5)
-            statementTimeoutSeconds = try c.value(.statementTimeoutSeconds, default: 30)
+            poolSize = try c.value(.poolSize, default: 10, in: 1...)
+            acquireTimeoutSeconds = try c.value(.acquireTimeoutSeconds, default: 5, in: 1...)
+            statementTimeoutSeconds = try c.value(.statementTimeoutSeconds, default: 30, in: 1...)
         }
     }
 
@@ -164,11 +179,16 @@ public struct TokenGateConfiguration: Sendable, Codable {
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
             level = try c.value(.level, default: "info")
             accessLog = try c.value(.accessLog, default: true)
-            accessLogBufferBytes = try c.value(.accessLogBufferBytes, default: 32 * 1024)
-            accessLogFlushSeconds = try c.value(.accessLogFlushSeconds, default: 1)
+            accessLogBufferBytes = try c.value(
+                .accessLogBufferBytes,
+                default: 32 * 1024,
+                in: 0...(1 << 20),
+                message: "must be 0 (unbuffered) to 1048576"
+            )
+            accessLogFlushSeconds = try c.value(.accessLogFlushSeconds, default: 1, in: 1...60, message: "must be 1 to 60")
         }
     }
 
@@ -330,7 +350,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
             name = try c.decode(String.self, forKey: .name)
             kind = try c.value(.kind, default: .oidc)
             let defaultIssuer =
@@ -354,11 +374,11 @@ public struct TokenGateConfiguration: Sendable, Codable {
             responseMode = try c.value(.responseMode, default: .query)
             authorizeParameters = try c.value(.authorizeParameters, default: [:])
             endpoints = try c.decodeIfPresent(Endpoints.self, forKey: .endpoints)
-            clockSkewSeconds = try c.value(.clockSkewSeconds, default: 60)
-            jwksMaxAgeSeconds = try c.value(.jwksMaxAgeSeconds, default: 86400)
+            clockSkewSeconds = try c.value(.clockSkewSeconds, default: 60, in: 0...600)
+            jwksMaxAgeSeconds = try c.value(.jwksMaxAgeSeconds, default: 86400, in: 60...604_800, note: "a week")
             userInfo = try c.decodeIfPresent(UserInfoUse.self, forKey: .userInfo)
             backChannelLogout = try c.decodeIfPresent(Bool.self, forKey: .backChannelLogout)
-            backChannelLogoutMaxAgeSeconds = try c.value(.backChannelLogoutMaxAgeSeconds, default: 300)
+            backChannelLogoutMaxAgeSeconds = try c.value(.backChannelLogoutMaxAgeSeconds, default: 300, in: 10...3600)
             backChannelLogoutTypedOnly = try c.value(.backChannelLogoutTypedOnly, default: false)
         }
 
@@ -382,6 +402,10 @@ public struct TokenGateConfiguration: Sendable, Codable {
         public var transferCodeTTLSeconds: Int
         /// Live transfer codes per device (a new one retires the oldest); 0 turns them off.
         public var transferCodesPerDevice: Int
+        /// Sessions, and as many upstream tokens, this instance keeps in memory
+        /// (`CredentialCache`'s capacity): what bounds the cache's memory; past it, a new entry
+        /// evicts an arbitrary one, which its next request reads from the database.
+        public var memoryCacheEntries: Int
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case accessTokenTTLSeconds = "access_token_ttl_seconds"
@@ -393,19 +417,21 @@ public struct TokenGateConfiguration: Sendable, Codable {
             case deviceIdleTTLSeconds = "device_idle_ttl_seconds"
             case transferCodeTTLSeconds = "transfer_code_ttl_seconds"
             case transferCodesPerDevice = "transfer_codes_per_device"
+            case memoryCacheEntries = "memory_cache_entries"
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            accessTokenTTLSeconds = try c.value(.accessTokenTTLSeconds, default: 900)
-            refreshTokenIdleTTLSeconds = try c.value(.refreshTokenIdleTTLSeconds, default: 30 * 86400)
-            refreshTokenAbsoluteTTLSeconds = try c.value(.refreshTokenAbsoluteTTLSeconds, default: 90 * 86400)
-            handoffCodeTTLSeconds = try c.value(.handoffCodeTTLSeconds, default: 60)
-            pendingLoginTTLSeconds = try c.value(.pendingLoginTTLSeconds, default: 600)
-            refreshReplayGraceSeconds = try c.value(.refreshReplayGraceSeconds, default: 30)
-            deviceIdleTTLSeconds = try c.value(.deviceIdleTTLSeconds, default: 30 * 86400)
-            transferCodeTTLSeconds = try c.value(.transferCodeTTLSeconds, default: 30 * 86400)
-            transferCodesPerDevice = try c.value(.transferCodesPerDevice, default: 3)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
+            accessTokenTTLSeconds = try c.value(.accessTokenTTLSeconds, default: 900, in: 1...)
+            refreshTokenIdleTTLSeconds = try c.value(.refreshTokenIdleTTLSeconds, default: 30 * 86400, in: 1...)
+            refreshTokenAbsoluteTTLSeconds = try c.value(.refreshTokenAbsoluteTTLSeconds, default: 90 * 86400, in: 1...)
+            handoffCodeTTLSeconds = try c.value(.handoffCodeTTLSeconds, default: 60, in: 1...)
+            pendingLoginTTLSeconds = try c.value(.pendingLoginTTLSeconds, default: 600, in: 1...)
+            refreshReplayGraceSeconds = try c.value(.refreshReplayGraceSeconds, default: 30, in: 0...300)
+            deviceIdleTTLSeconds = try c.value(.deviceIdleTTLSeconds, default: 30 * 86400, in: 1...)
+            transferCodeTTLSeconds = try c.value(.transferCodeTTLSeconds, default: 30 * 86400, in: 60...(365 * 86400), note: "a year")
+            transferCodesPerDevice = try c.value(.transferCodesPerDevice, default: 3, in: 0...20, zero: "transfer codes off")
+            memoryCacheEntries = try c.value(.memoryCacheEntries, default: 100_000, in: 1...10_000_000)
         }
     }
 
@@ -417,8 +443,8 @@ public struct TokenGateConfiguration: Sendable, Codable {
         }
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            intervalSeconds = try c.value(.intervalSeconds, default: 60)
+            let c = try decoder.settings(keyedBy: CodingKeys.self)
+            intervalSeconds = try c.value(.intervalSeconds, default: 60, in: 1...)
         }
     }
 }
