@@ -6,7 +6,7 @@
 #
 # BINARY_A and BINARY_B are `tokengate` executables (say, a release build of main copied aside and
 # one of a change). Starts a throwaway PostgreSQL, oidc-provider-mock and an nginx upstream, runs
-# both binaries on one database with the same configuration (two ports), logs in once, then for
+# both binaries with the same configuration (two ports, a database each), logs in on each, then for
 # each round runs `wrk -t1 -c32` against both at the same time for SECONDS (default 4) on PATH
 # (default the cached proxied call, /api/bench/hello) and prints each process's CPU time (user +
 # system) per request and B/A. The last line: the median of B/A over the rounds, its spread, and
@@ -44,41 +44,50 @@ start_provider "$work" $MOCK_PORT
 bench_secret=$(openssl rand -base64 32)
 options="connection_limit: 30000, max_connections_per_ip: 0"
 upstream="name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, max_connections: 64"
+# A database each: two builds may want different schema versions (an older one refuses a newer
+# schema). Both on the one cluster, so both pay PostgreSQL alike.
+psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
+"$psql" "$database_url" -qAt -c "CREATE DATABASE bench_b" >/dev/null
 bench_configuration "$work/a.yaml" $PORT_A "$database_url" $MOCK_PORT "$options" "$upstream"
-bench_configuration "$work/b.yaml" $PORT_B "$database_url" $MOCK_PORT "$options" "$upstream"
+bench_configuration "$work/b.yaml" $PORT_B "${database_url%/*}/bench_b" $MOCK_PORT "$options" "$upstream"
 [ -z "${SESSIONS_A:-}" ] || echo "sessions: { $SESSIONS_A }" >>"$work/a.yaml"
 [ -z "${SESSIONS_B:-}" ] || echo "sessions: { $SESSIONS_B }" >>"$work/b.yaml"
 "$binary_a" migrate --config "$work/a.yaml" >/dev/null
+"$binary_b" migrate --config "$work/b.yaml" >/dev/null
 "$binary_a" serve --config "$work/a.yaml" >"$work/a.log" 2>&1 &
 pid_a=$!
 pids+=($pid_a)
 "$binary_b" serve --config "$work/b.yaml" >"$work/b.log" 2>&1 &
 pid_b=$!
 pids+=($pid_b)
-wait_for "http://127.0.0.1:$PORT_A/readyz"
-wait_for "http://127.0.0.1:$PORT_B/readyz"
-# One login per user; the sessions are in the shared database, so the tokens work on both.
-users=${USERS:-1}
-: >"$work/tokens"
-for user in $(seq "$users"); do
-    name=alice
-    [ "$user" = 1 ] || name=user$user
-    python3 scripts/mock_login.py "http://127.0.0.1:$PORT_A" bench-app com.example.app:/cb "$name" |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' >>"$work/tokens"
+for side in a b; do
+    port=$PORT_A
+    [ $side = a ] || port=$PORT_B
+    (wait_for "http://127.0.0.1:$port/readyz") || { tail -n 5 "$work/$side.log" >&2; exit 1; }
 done
-token=$(head -n 1 "$work/tokens")
-while read -r each; do
-    for port in $PORT_A $PORT_B; do
+# One login per user on each side (each its own database); the same users on both.
+users=${USERS:-1}
+for side in a b; do
+    port=$PORT_A
+    [ $side = a ] || port=$PORT_B
+    : >"$work/tokens-$side"
+    for user in $(seq "$users"); do
+        name=alice
+        [ "$user" = 1 ] || name=user$user
+        python3 scripts/mock_login.py "http://127.0.0.1:$port" bench-app com.example.app:/cb "$name" |
+            python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' >>"$work/tokens-$side"
+    done
+    while read -r each; do
         code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $each" "http://127.0.0.1:$port$path")
         [ "$code" = 200 ] || { echo "bench: warm-up call to $port answered $code" >&2; exit 1; }
-    done
-done <"$work/tokens"
-# load PORT: wrk on PORT for the round (one token, or the users' in turn).
+    done <"$work/tokens-$side"
+done
+# load PORT SIDE: wrk on PORT for the round (one token, or the users' in turn).
 load() {
     if [ "$users" = 1 ]; then
-        wrk -t1 -c32 -d"${seconds}s" -H "Authorization: Bearer $token" "http://127.0.0.1:$1$path"
+        wrk -t1 -c32 -d"${seconds}s" -H "Authorization: Bearer $(cat "$work/tokens-$2")" "http://127.0.0.1:$1$path"
     else
-        wrk -t1 -c32 -d"${seconds}s" -s bench/tokens.lua "http://127.0.0.1:$1$path" -- "$work/tokens" "$path"
+        wrk -t1 -c32 -d"${seconds}s" -s bench/tokens.lua "http://127.0.0.1:$1$path" -- "$work/tokens-$2" "$path"
     fi
 }
 
@@ -87,9 +96,9 @@ ticks=$(getconf CLK_TCK)
 : >"$work/rounds"
 for round in $(seq "$rounds"); do
     a0=$(cpu $pid_a) b0=$(cpu $pid_b)
-    load $PORT_A >"$work/wrk-a" &
+    load $PORT_A a >"$work/wrk-a" &
     wrk_a=$!
-    load $PORT_B >"$work/wrk-b"
+    load $PORT_B b >"$work/wrk-b"
     wait $wrk_a
     a1=$(cpu $pid_a) b1=$(cpu $pid_b)
     n_a=$(awk '/requests in/ {print $1}' "$work/wrk-a") n_b=$(awk '/requests in/ {print $1}' "$work/wrk-b")
