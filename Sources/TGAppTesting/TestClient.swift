@@ -41,6 +41,7 @@ public struct TestClient: Sendable {
         response.rawHeaderFields.forEachField { name, value in
             if let name = HTTPField.Name(String(cString: name)) { fields.append(HTTPField(name: name, value: String(cString: value))) }
         }
+        if let requestID = response.requestID { fields.append(HTTPField(name: HTTPField.Name("X-Request-ID")!, value: requestID)) }
         return TestResponse(status: response.status.code, headerFields: fields, bytes: bytes)
     }
 

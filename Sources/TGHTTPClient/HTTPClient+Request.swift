@@ -49,7 +49,7 @@ extension HTTPClient {
     }
 
     /// The same for header lines built by the caller (see ``HeaderLines``).
-    func prepare(_ transfer: Transfer, _ request: LoopRequest, body: HTTPClientRequestBody, timeout: Duration?) throws {
+    func prepare(_ transfer: Transfer, _ request: borrowing LoopRequest, body: HTTPClientRequestBody, timeout: Duration?) throws {
         let url: RequestURL
         // The origin the loop's last call went to is not checked again (a proxy's calls on one
         // loop all go to one API); the path is, on every call.
@@ -60,7 +60,7 @@ extension HTTPClient {
             url = try validatedURL(scheme: request.scheme, authority: request.authority, path: request.path)
             // Only a split origin and target can be reused (a client that follows redirects
             // sends whole URLs).
-            if url.target != nil { lastLoopOrigin = (request.scheme, request.authority, url) }
+            if url.target != nil { lastLoopOrigin = LoopOrigin(scheme: request.scheme, authority: request.authority, url: url) }
         }
         try prepare(transfer, method: request.method, url: url, body: body, timeout: timeout, hasContentType: request.headers.hasContentType) {
             transfer.useHeaderLines(request.headers, shared: request.sharedHeaders)
@@ -212,6 +212,20 @@ extension HTTPClient {
 
     /// What libcurl gets for a request: the URL it parses, and the request target it sends as
     /// given (nil: the URL's own path and query).
+    /// The origin (scheme and authority) the last request started on the loop went to, checked,
+    /// with its URL: one reference to copy where a tuple of five strings was copied on every call.
+    final class LoopOrigin {
+        let scheme: String
+        let authority: String
+        let url: RequestURL
+
+        init(scheme: String, authority: String, url: RequestURL) {
+            self.scheme = scheme
+            self.authority = authority
+            self.url = url
+        }
+    }
+
     struct RequestURL {
         var url: String
         var target: String?

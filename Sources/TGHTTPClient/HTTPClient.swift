@@ -78,7 +78,7 @@ public final class HTTPClient: @unchecked Sendable {
     let origins: Origins
     /// The origin (scheme and authority) the last request started on the loop went to, checked,
     /// with its URL; loop thread only (see `prepare(_:_:body:timeout:)` for ``LoopRequest``).
-    var lastLoopOrigin: (scheme: String, authority: String, url: RequestURL)?
+    var lastLoopOrigin: LoopOrigin?
 
     /// A client on `loop` (shared with an HTTP server, say), or on a loop of its own.
     public init(configuration: Configuration = Configuration(), loop: EventLoop? = nil) {

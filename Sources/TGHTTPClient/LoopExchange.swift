@@ -197,7 +197,7 @@ extension HTTPClient {
     /// see ``LoopExchange``. No deadline covers the whole exchange: a long upload or download
     /// that keeps moving is never cut (`CURLOPT_TIMEOUT` would count the pauses).
     public func startOnLoop(
-        _ request: LoopRequest,
+        _ request: borrowing LoopRequest,
         body: HTTPClientRequestBody = .none,
         headTimeout: Duration,
         idleTimeout: Duration,

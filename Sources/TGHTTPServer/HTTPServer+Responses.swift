@@ -82,6 +82,9 @@ extension HTTPServer {
             }
         }
         response.rawHeaderFields.forEachField { name, value in _ = MHD_add_response_header(mhdResponse, name, value) }
+        if var requestID = response.requestID, requestID.withUTF8(RawHeaderFields.isSafeValue) {
+            _ = "X-Request-ID".withCString { name in requestID.withCString { MHD_add_response_header(mhdResponse, name, $0) } }
+        }
         return MHD_queue_response(connection, UInt32(response.status.code), mhdResponse)
     }
 

@@ -23,6 +23,10 @@ public struct ServerResponse: Sendable {
     public var headerFields: HTTPFields
     /// More fields, already checked, sent after ``headerFields`` (a proxied answer's own).
     public var rawHeaderFields = RawHeaderFields()
+    /// The request's id, sent last as `X-Request-ID` (every answer carries one: set once, where
+    /// the answer is finished, without copying it into the fields). A value that holds NUL, CR or
+    /// LF is not sent.
+    public var requestID: String?
     public var body: Body
 
     public init(status: HTTPResponse.Status, headerFields: HTTPFields = [:], body: Body = .bytes([])) {

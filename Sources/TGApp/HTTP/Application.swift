@@ -169,8 +169,8 @@ public final class Application: Sendable {
         return Problem.internalError(requestID: requestID).response()
     }
 
-    /// `response` is consumed: the request id goes into its fields in place (a copy still held
-    /// elsewhere would make the append copy every relayed field first).
+    /// `response` is consumed: the request id goes into it in place (a copy still held
+    /// elsewhere would make setting it copy the answer first).
     fileprivate func finish(
         _ response: consuming ServerResponse,
         _ request: ServerRequest,
@@ -178,13 +178,13 @@ public final class Application: Sendable {
         _ route: RouteName,
         _ started: Int64
     ) -> ServerResponse {
-        var response = response
         let requestID = info.requestID
         if response.headerFields.first(Self.requestIDField) == nil {
-            // As bytes: appending to the answer's `HTTPFields` would copy them first (most answers
-            // share theirs with a constant) and insert field by field. A relayed answer's raw
-            // fields never hold the upstream's own id (`ProxyHeaders` drops it).
-            response.rawHeaderFields.append(name: Self.requestIDField.rawName, value: requestID)
+            // The server sends it last: appending to the answer's `HTTPFields` would copy them
+            // first (most answers share theirs with a constant), appending to its raw fields
+            // would check and copy it. A relayed answer's raw fields never hold the upstream's
+            // own id (`ProxyHeaders` drops it).
+            response.requestID = requestID
         } else {
             response.headerFields[Self.requestIDField] = requestID
         }
