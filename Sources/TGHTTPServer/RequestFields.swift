@@ -16,6 +16,9 @@ public struct RequestFields: Sendable, Equatable {
     /// `name\0value\0` per field; names as sent.
     private var storage: [UInt8] = []
     public private(set) var count = 0
+    /// A `Connection` field is among them: noted as fields are added, so that the proxy, which
+    /// drops the fields it names, asks no walk of the requests that have none (most).
+    public private(set) var hasConnectionField = false
 
     public init() {}
 
@@ -48,6 +51,7 @@ public struct RequestFields: Sendable, Equatable {
             }
         }
         count += 1
+        if name.count == 10, Self.equalsIgnoringCase(name, "connection") { hasConnectionField = true }
         return true
     }
 

@@ -197,7 +197,7 @@ public enum ProxyHeaders {
     /// Names an app's `Connection` lists (hop-by-hop by declaration), in lowercase.
     private static func droppedByConnection(_ fields: RequestFields) -> Set<String> {
         // Most requests have no `Connection` field: no array is made for them.
-        guard fields.contains(.connection) else { return [] }
+        guard fields.hasConnectionField else { return [] }
         var names: Set<String> = []
         for value in fields.values(.connection) {
             for name in value.utf8.split(separator: UInt8(ascii: ",")) {

@@ -93,4 +93,11 @@ import Testing
         struct Refused: Error {}
         #expect(throws: Refused.self) { try fields.withFirst(.authorization) { _ in throw Refused() } }
     }
+
+    @Test func aConnectionFieldIsNotedInAnyCaseAsItIsAdded() {
+        #expect(!made([("Host", "a"), ("Authorization", "Bearer x"), ("Connectionx", "y")]).hasConnectionField)
+        #expect(made([("Host", "a"), ("cONNECTION", "close, X-Private")]).hasConnectionField)
+        #expect(RequestFields([.connection: "keep-alive"]).hasConnectionField)
+        #expect(!RequestFields().hasConnectionField)
+    }
 }
