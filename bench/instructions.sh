@@ -15,7 +15,8 @@
 # call, bench/dpop.lua) and on `/healthz`. Prints instructions per request by library
 # (`memset` apart: libmicrohttpd clears a connection's memory pool with `rep stosb`, which
 # callgrind counts per byte), and TokenGate's TOP (default 25) functions of its own by
-# instructions per request. KEEP_DUMPS=DIR keeps callgrind's dumps. TOKENGATE_BINARY=/path/to/tokengate
+# instructions per request. Thread exits are left out (an idle worker thread's heap freed: time's
+# cost, not a request's) and their share is printed. KEEP_DUMPS=DIR keeps callgrind's dumps. TOKENGATE_BINARY=/path/to/tokengate
 # counts that build (an older one) instead of this tree's release build. Runs 50 times slower than
 # natively; nothing leaves loopback.
 set -euo pipefail
