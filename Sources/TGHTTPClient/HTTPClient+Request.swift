@@ -210,8 +210,6 @@ extension HTTPClient {
         if failed != CURLE_OK { throw HTTPClientError.from(failed, detail: "setting up the connection options") }
     }
 
-    /// What libcurl gets for a request: the URL it parses, and the request target it sends as
-    /// given (nil: the URL's own path and query).
     /// The origin (scheme and authority) the last request started on the loop went to, checked,
     /// with its URL: one reference to copy where a tuple of five strings was copied on every call.
     final class LoopOrigin {
@@ -226,6 +224,8 @@ extension HTTPClient {
         }
     }
 
+    /// What libcurl gets for a request: the URL it parses, and the request target it sends as
+    /// given (nil: the URL's own path and query).
     struct RequestURL {
         var url: String
         var target: String?

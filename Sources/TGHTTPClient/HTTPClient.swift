@@ -79,6 +79,9 @@ public final class HTTPClient: @unchecked Sendable {
     /// The origin (scheme and authority) the last request started on the loop went to, checked,
     /// with its URL; loop thread only (see `prepare(_:_:body:timeout:)` for ``LoopRequest``).
     var lastLoopOrigin: LoopOrigin?
+    /// The fewest connections a transfer may be held back by (either limit; 0 is no limit): with
+    /// no more transfers in flight, none waits for a connection slot.
+    private let slotLimit: Int
 
     /// A client on `loop` (shared with an HTTP server, say), or on a loop of its own.
     public init(configuration: Configuration = Configuration(), loop: EventLoop? = nil) {
@@ -86,6 +89,8 @@ public final class HTTPClient: @unchecked Sendable {
         self.configuration = configuration
         origins = Origins(capacity: configuration.originCapacity)
         handles = EasyHandlePool(capacity: max(8, configuration.maxConnections))
+        let perHost = configuration.maxConnectionsPerHost > 0 ? configuration.maxConnectionsPerHost : Int.max
+        slotLimit = min(perHost, configuration.maxConnections > 0 ? configuration.maxConnections : Int.max)
         multi = curl_multi_init()!
         _ = CShims_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
         _ = CShims_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.maxConnections)
@@ -232,10 +237,6 @@ public final class HTTPClient: @unchecked Sendable {
             loop.wakeSoon()
         }
     }
-
-    /// The fewest connections a transfer may be held back by: with no more transfers in flight,
-    /// none waits for a connection slot.
-    private var slotLimit: Int { min(configuration.maxConnectionsPerHost, configuration.maxConnections) }
 
     /// On the loop: resume a transfer paused for its reader.
     func resumeOnLoop(_ transfer: Transfer) {

@@ -76,6 +76,7 @@ public struct RequestFields: Sendable, Equatable {
     /// `body` given the first field named `name`'s value in place; false when there is none. For
     /// a value read on every call, such as the proxied call's `Authorization`, without a string
     /// (not generic: the caller keeps what it reads, without a generic call across modules).
+    @discardableResult
     public func withFirst(_ name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) throws -> Void) rethrows -> Bool {
         var found = false
         try forValues(of: name) { value in

@@ -112,7 +112,7 @@ struct ProxyAccountTokens: ProxyCredentials {
         // On the header's bytes in place: the token becomes a string only for a proof's check.
         let memo = request.connectionMemo
         var presented: (hash: TokenHash, isDPoP: Bool)?
-        _ = try request.fields.withFirst(.authorization) { header in
+        try request.fields.withFirst(.authorization) { header in
             guard let (bounds, isDPoP) = AuthRoutes.tokenBounds(header) else { return }
             presented = (try Self.hash(UnsafeBufferPointer(rebasing: header[bounds]), memo: memo), isDPoP)
         }
