@@ -18,6 +18,11 @@
 # measure the cache-miss path: `USERS=8 SESSIONS_B="memory_cache_entries: 1"` keeps one session
 # and one upstream token in memory, so nearly every call loads both (for a build without that
 # setting, one whose `CredentialCache` holds one entry).
+#
+# LOG_A and LOG_B replace the `log:` section's keys of A's and B's configuration (default
+# `level: warning, access_log: false`). With one binary on both sides they measure what a setting
+# costs: `LOG_B="level: info, access_log: true" bench/ab.sh 8 T T` is the access log's price
+# (each side's output goes to a file in the work directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -48,8 +53,8 @@ upstream="name: bench, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: 
 # schema). Both on the one cluster, so both pay PostgreSQL alike.
 psql=$(command -v psql || ls -d /usr/lib/postgresql/*/bin/psql | sort -V | tail -n 1)
 "$psql" "$database_url" -qAt -c "CREATE DATABASE bench_b" >/dev/null
-bench_configuration "$work/a.yaml" $PORT_A "$database_url" $MOCK_PORT "$options" "$upstream"
-bench_configuration "$work/b.yaml" $PORT_B "${database_url%/*}/bench_b" $MOCK_PORT "$options" "$upstream"
+bench_log=${LOG_A:-} bench_configuration "$work/a.yaml" $PORT_A "$database_url" $MOCK_PORT "$options" "$upstream"
+bench_log=${LOG_B:-} bench_configuration "$work/b.yaml" $PORT_B "${database_url%/*}/bench_b" $MOCK_PORT "$options" "$upstream"
 [ -z "${SESSIONS_A:-}" ] || echo "sessions: { $SESSIONS_A }" >>"$work/a.yaml"
 [ -z "${SESSIONS_B:-}" ] || echo "sessions: { $SESSIONS_B }" >>"$work/b.yaml"
 "$binary_a" migrate --config "$work/a.yaml" >/dev/null
@@ -114,3 +119,6 @@ done
 sort -g -k3 "$work/rounds" | awk -v p="$path" '{ r[NR] = $3; a += $1; b += $2 }
     END { printf "%s: B/A median %.3f (min %.3f, max %.3f, %d rounds); mean CPU per request A %.2f us, B %.2f us\n",
           p, (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2, r[1], r[NR], NR, a / NR, b / NR }'
+# What each side wrote (its access log, when its `log:` keys turn it on): a measured setting
+# that wrote nothing was not measured.
+echo "output lines: A $(wc -l <"$work/a.log"), B $(wc -l <"$work/b.log")"
