@@ -62,8 +62,16 @@ extension HTTPClient {
             // sends whole URLs).
             if url.target != nil { lastLoopOrigin = LoopOrigin(scheme: request.scheme, authority: request.authority, url: url) }
         }
-        try prepare(transfer, method: request.method, url: url, body: body, timeout: timeout, hasContentType: request.headers.hasContentType) {
-            transfer.useHeaderLines(request.headers, shared: request.sharedHeaders)
+        // The two parts captured, not the request: a closure capturing it would copy it whole.
+        try prepare(
+            transfer,
+            method: request.method,
+            url: url,
+            body: body,
+            timeout: timeout,
+            hasContentType: request.headers.hasContentType
+        ) { [headers = request.headers, shared = request.sharedHeaders] in
+            transfer.useHeaderLines(headers, shared: shared)
         }
     }
 

@@ -146,7 +146,7 @@ public struct HeaderLines: Sendable {
 
 /// A request for ``HTTPClient/startOnLoop(_:body:headTimeout:idleTimeout:wholeBodyUpTo:)``: the
 /// method, the URL's parts (checked like any request's) and the header lines.
-public struct LoopRequest: Sendable {
+public struct LoopRequest: ~Copyable, Sendable {
     public var method: String
     public var scheme: String
     public var authority: String

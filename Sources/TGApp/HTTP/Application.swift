@@ -264,13 +264,18 @@ public final class Application: Sendable {
 /// A ``Router/Handler/loop(_:)`` route's call in flight: what its answer needs to be finished
 /// (errors mapped, request id, metrics, access log) and sent, in one object rather than a closure
 /// per step of every call.
-final class LoopCall: Sendable {
+final class LoopCall: @unchecked Sendable {
+    // Invariant: `responder` is written once, in `start`, on the request's loop before the
+    // handler runs; `finish` (from the loop, or from a task the handler started) comes after it.
     let app: Application
     let handler: @Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void
     let request: ServerRequest
     let info: RequestInfo
     let route: RouteName
     let started: Int64
+    /// The server's, given when the call starts: the route's responder is then the call alone
+    /// (one reference, held in an existential's inline buffer: no box per call).
+    private var responder: LoopResponder?
 
     init(
         app: Application,
@@ -290,10 +295,12 @@ final class LoopCall: Sendable {
 
     /// On the request's loop, when the server made its responder.
     func start(_ responder: LoopResponder) {
-        handler(request, info, RouteResponder(call: self, responder: responder))
+        self.responder = responder
+        handler(request, info, RouteResponder(call: self))
     }
 
-    func finish(_ result: consuming Result<ServerResponse, any Error>, _ responder: LoopResponder) {
+    func finish(_ result: consuming Result<ServerResponse, any Error>) {
+        guard let responder else { preconditionFailure("a loop call finishes after it started") }
         let response: ServerResponse
         switch consume result {
         case .success(let answer): response = answer

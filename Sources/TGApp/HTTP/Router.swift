@@ -395,9 +395,8 @@ extension Router.Segment {
 /// HTTP answer in ``Application``, the one place errors are mapped). From any thread.
 public struct RouteResponder: Sendable {
     let call: LoopCall
-    let responder: LoopResponder
 
-    public func respond(_ response: consuming ServerResponse) { call.finish(.success(response), responder) }
+    public func respond(_ response: consuming ServerResponse) { call.finish(.success(response)) }
 
-    public func fail(_ error: any Error) { call.finish(.failure(error), responder) }
+    public func fail(_ error: any Error) { call.finish(.failure(error)) }
 }
