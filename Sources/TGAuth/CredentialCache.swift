@@ -75,6 +75,28 @@ public final class CredentialCache: Sendable {
         var invalidated: [UUID: (epoch: UInt64, at: Date)] = [:]
         /// Everything was dropped at this epoch (the notification connection was lost).
         var clearedAt: UInt64 = 0
+
+        // An entry that goes alone (expired, evicted) leaves the account's index too: the index
+        // would otherwise keep every account ever seen, a bound `capacity` does not cover.
+
+        mutating func dropSession(_ hash: TokenHash) {
+            guard let entry = sessions.removeValue(forKey: hash) else { return }
+            let account = entry.context.account.id
+            keysByAccount[account]?.sessions.remove(hash)
+            dropIndexIfEmpty(account)
+        }
+
+        mutating func dropToken(_ key: TokenKey) {
+            guard tokens.removeValue(forKey: key) != nil else { return }
+            keysByAccount[key.account]?.scopeKeys.remove(key.scopeKey)
+            dropIndexIfEmpty(key.account)
+        }
+
+        private mutating func dropIndexIfEmpty(_ account: UUID) {
+            if let keys = keysByAccount[account], keys.sessions.isEmpty, keys.scopeKeys.isEmpty {
+                keysByAccount[account] = nil
+            }
+        }
     }
 
     /// Taken before a database read; stale once an invalidation of the account happened since.
@@ -98,7 +120,7 @@ public final class CredentialCache: Sendable {
         state.withLock { entries in
             guard let entry = entries.sessions[hash] else { return nil }
             guard entry.validUntil > now else {
-                entries.sessions[hash] = nil
+                entries.dropSession(hash)
                 return nil
             }
             return entry.context
@@ -108,8 +130,8 @@ public final class CredentialCache: Sendable {
     func store(session context: SessionContext, hash: TokenHash, validUntil: Date, ticket: Ticket) {
         state.withLock { entries in
             guard Self.isFresh(ticket, account: context.account.id, in: entries) else { return }
-            if entries.sessions.count >= capacity, let victim = entries.sessions.keys.first {
-                entries.sessions[victim] = nil
+            if entries.sessions.count >= capacity, entries.sessions[hash] == nil, let victim = entries.sessions.keys.first {
+                entries.dropSession(victim)
             }
             entries.sessions[hash] = (context, validUntil)
             entries.keysByAccount[context.account.id, default: ([], [])].sessions.insert(hash)
@@ -126,7 +148,7 @@ public final class CredentialCache: Sendable {
             guard Self.isFresh(ticket, account: account, in: entries) else { return }
             let key = TokenKey(account: account, scopeKey: scopeKey)
             if entries.tokens.count >= capacity, entries.tokens[key] == nil, let victim = entries.tokens.keys.first {
-                entries.tokens[victim] = nil
+                entries.dropToken(victim)
             }
             entries.tokens[key] = token
             entries.keysByAccount[account, default: ([], [])].scopeKeys.insert(scopeKey)
@@ -166,6 +188,10 @@ public final class CredentialCache: Sendable {
     public var counts: (sessions: Int, tokens: Int) {
         state.withLock { ($0.sessions.count, $0.tokens.count) }
     }
+
+    /// Accounts with an entry in the index that invalidation goes by (for tests: it holds
+    /// exactly the accounts that have a session or a token here).
+    var indexedAccounts: Int { state.withLock { $0.keysByAccount.count } }
 
     private static func isFresh(_ ticket: Ticket, account: UUID, in entries: Entries) -> Bool {
         guard ticket.epoch >= entries.clearedAt else { return false }
