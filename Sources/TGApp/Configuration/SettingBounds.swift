@@ -86,6 +86,15 @@ struct SettingsContainer<Key: CodingKey> {
         return value
     }
 
+    /// A whole number from `range`, or nil when absent; refused outside it with `must be between
+    /// 1 and 1024`, `note` explaining a bound.
+    func valueIfPresent(_ key: Key, in range: ClosedRange<Int>, note: String? = nil) throws -> Int? {
+        let value = try container.decodeIfPresent(Int.self, forKey: key)
+        let message = "must be between \(range.lowerBound) and \(range.upperBound)" + (note.map { " (\($0))" } ?? "")
+        bounds?.record(.init(key: path(key), range: range, defaultValue: nil, message: message), value: value)
+        return value
+    }
+
     /// A whole number from `range`, or nil when absent (the setting then has no value at all).
     func valueIfPresent(_ key: Key, in range: PartialRangeFrom<Int>) throws -> Int? {
         let value = try container.decodeIfPresent(Int.self, forKey: key)

@@ -105,7 +105,7 @@ public struct TokenGateConfiguration: Sendable, Codable {
             port = try c.value(.port, default: 8080, in: 1...65535)
             publicBaseURL = try c.value(.publicBaseURL, default: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
             trustedProxies = try c.value(.trustedProxies, default: [])
-            threads = try c.valueIfPresent(.threads, in: 1...)
+            threads = try c.valueIfPresent(.threads, in: 1...1024, note: "a thread each; more loops than CPUs only add switches")
             connectionLimit = try c.value(.connectionLimit, default: 4096, in: 1...)
             maxConnectionsPerIP = try c.value(.maxConnectionsPerIP, default: 256, in: 0..., zero: "no limit")
             minBodyBytesPerSecond = try c.value(.minBodyBytesPerSecond, default: 1024, in: 0..., zero: "no minimum")
