@@ -23,6 +23,10 @@
 # `level: warning, access_log: false`). With one binary on both sides they measure what a setting
 # costs: `LOG_B="level: info, access_log: true" bench/ab.sh 8 T T` is the access log's price
 # (each side's output goes to a file in the work directory).
+#
+# SERVER_CPUS and LOAD_CPUS (taskset lists, bench/lib.sh) pin both builds, their database and the
+# nginx upstream, and both wrk: `SERVER_CPUS=1 LOAD_CPUS=0` has both builds share one core, as
+# bench/hop.sh's pinned placement has TokenGate alone. Unset: not pinned.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -59,10 +63,10 @@ bench_log=${LOG_B:-} bench_configuration "$work/b.yaml" $PORT_B "${database_url%
 [ -z "${SESSIONS_B:-}" ] || echo "sessions: { $SESSIONS_B }" >>"$work/b.yaml"
 "$binary_a" migrate --config "$work/a.yaml" >/dev/null
 "$binary_b" migrate --config "$work/b.yaml" >/dev/null
-"$binary_a" serve --config "$work/a.yaml" >"$work/a.log" 2>&1 &
+${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$binary_a" serve --config "$work/a.yaml" >"$work/a.log" 2>&1 &
 pid_a=$!
 pids+=($pid_a)
-"$binary_b" serve --config "$work/b.yaml" >"$work/b.log" 2>&1 &
+${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$binary_b" serve --config "$work/b.yaml" >"$work/b.log" 2>&1 &
 pid_b=$!
 pids+=($pid_b)
 for side in a b; do
@@ -79,8 +83,9 @@ for side in a b; do
     for user in $(seq "$users"); do
         name=alice
         [ "$user" = 1 ] || name=user$user
-        python3 scripts/mock_login.py "http://127.0.0.1:$port" bench-app com.example.app:/cb "$name" |
-            python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' >>"$work/tokens-$side"
+        answer=$(python3 scripts/mock_login.py "http://127.0.0.1:$port" bench-app com.example.app:/cb "$name") ||
+            { echo "bench: login on $side failed; its log ends:" >&2; tail -n 5 "$work/$side.log" >&2; exit 1; }
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' <<<"$answer" >>"$work/tokens-$side"
     done
     while read -r each; do
         code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $each" "http://127.0.0.1:$port$path")
@@ -90,9 +95,9 @@ done
 # load PORT SIDE: wrk on PORT for the round (one token, or the users' in turn).
 load() {
     if [ "$users" = 1 ]; then
-        wrk -t1 -c32 -d"${seconds}s" -H "Authorization: Bearer $(cat "$work/tokens-$2")" "http://127.0.0.1:$1$path"
+        ${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} wrk -t1 -c32 -d"${seconds}s" -H "Authorization: Bearer $(cat "$work/tokens-$2")" "http://127.0.0.1:$1$path"
     else
-        wrk -t1 -c32 -d"${seconds}s" -s bench/tokens.lua "http://127.0.0.1:$1$path" -- "$work/tokens-$2" "$path"
+        ${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} wrk -t1 -c32 -d"${seconds}s" -s bench/tokens.lua "http://127.0.0.1:$1$path" -- "$work/tokens-$2" "$path"
     fi
 }
 
