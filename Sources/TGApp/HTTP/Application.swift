@@ -266,7 +266,8 @@ public final class Application: Sendable {
 /// per step of every call.
 final class LoopCall: @unchecked Sendable {
     // Invariant: `responder` is written once, in `start`, on the request's loop before the
-    // handler runs; `finish` (from the loop, or from a task the handler started) comes after it.
+    // handler runs; `respond` and `fail` (from the loop, or from a task the handler started) come
+    // after it.
     let app: Application
     let handler: @Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void
     let request: ServerRequest
@@ -299,14 +300,16 @@ final class LoopCall: @unchecked Sendable {
         handler(request, info, RouteResponder(call: self))
     }
 
-    func finish(_ result: consuming Result<ServerResponse, any Error>) {
-        guard let responder else { preconditionFailure("a loop call finishes after it started") }
-        let response: ServerResponse
-        switch consume result {
-        case .success(let answer): response = answer
-        case .failure(let error): response = app.answer(error, requestID: info.requestID, route: route.pattern, form: .problem)
-        }
+    /// The handler's answer, finished and sent. Taken as it is: wrapped in a `Result` and
+    /// unwrapped again, it was copied out of the enum and the enum destroyed, on every call.
+    func respond(_ response: consuming ServerResponse) {
+        guard let responder else { preconditionFailure("a loop call answers after it started") }
         responder.respond(app.finish(response, request, info, route, started))
+    }
+
+    /// The handler's failure, mapped to its answer (``Application/answer(_:requestID:route:form:)``).
+    func fail(_ error: any Error) {
+        respond(app.answer(error, requestID: info.requestID, route: route.pattern, form: .problem))
     }
 }
 

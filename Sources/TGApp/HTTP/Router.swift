@@ -396,7 +396,7 @@ extension Router.Segment {
 public struct RouteResponder: Sendable {
     let call: LoopCall
 
-    public func respond(_ response: consuming ServerResponse) { call.finish(.success(response)) }
+    public func respond(_ response: consuming ServerResponse) { call.respond(response) }
 
-    public func fail(_ error: any Error) { call.finish(.failure(error)) }
+    public func fail(_ error: any Error) { call.fail(error) }
 }
