@@ -55,7 +55,7 @@ struct BridgeStateMachine<Response> {
         }
     }
 
-    mutating func complete(_ response: Response) -> CompleteAction {
+    mutating func complete(_ response: consuming Response) -> CompleteAction {
         switch state {
         case .running:
             state = .completed(response)

@@ -257,7 +257,9 @@ extension HTTPServer {
     /// Delivers a handler's (or the deadline's) answer; resumes the connection if it waits. A
     /// streamed body still arriving is no longer read: its reader gets `bodyError`, and the rest
     /// is dropped (a connection paused for back-pressure is resumed for that).
-    func complete(_ context: RequestContext, with response: ServerResponse, bodyError: HTTPServerError = .requestAnswered) {
+    func complete(_ context: RequestContext, with response: consuming ServerResponse, bodyError: HTTPServerError = .requestAnswered) {
+        // Taken, not borrowed: the bridge keeps it without a copy.
+        let unavailable = response.status == .serviceUnavailable
         let lock = lock(for: context)
         lock.lock()
         let action = context.bridge.complete(response)
@@ -276,7 +278,7 @@ extension HTTPServer {
         }
         if registered {
             context.daemon.answered(context)
-            if response.status == .serviceUnavailable { task?.cancel() }
+            if unavailable { task?.cancel() }
         }
     }
 

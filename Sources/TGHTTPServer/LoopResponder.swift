@@ -35,7 +35,7 @@ public struct LoopResponder: Sendable {
 
     /// Sends `response` (the first answer wins; a later one, or one after the request's deadline
     /// answered 503, is dropped). From any thread; on ``loop`` there is no hop.
-    public func respond(_ response: ServerResponse) {
+    public func respond(_ response: consuming ServerResponse) {
         switch backing {
         case .connection(let server, let context): server.complete(context, with: response)
         case .inProcess(let deliver): deliver(response)
