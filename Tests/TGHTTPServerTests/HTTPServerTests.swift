@@ -81,7 +81,10 @@ import Testing
         #expect(served.hasSuffix("\r\n\r\n\(6 * 1024)"))
         let tooLarge = try RawConnection(port: server.port)
         try await tooLarge.send(head(20 * 1024))
-        #expect(try await tooLarge.readResponse().hasPrefix("HTTP/1.1 431"))
+        let refusal = try await tooLarge.readResponse()
+        #expect(refusal.hasPrefix("HTTP/1.1 431"))
+        // libmicrohttpd's own page, without a type: what both API descriptions say of a 431.
+        #expect(!refusal.lowercased().contains("\r\ncontent-type:"))
         #expect(handled.value == 1)
         let after = try RawConnection(port: server.port)
         try await after.send(head(10))
