@@ -68,9 +68,7 @@ struct SettingsContainer<Key: CodingKey> {
     /// between 1 and 60`; `zero` says what 0 means (`must be between 0 (off) and 20`), `note`
     /// explains a bound (`must be between 60 and 31536000 (a year)`).
     func value(_ key: Key, default fallback: Int, in range: ClosedRange<Int>, zero: String? = nil, note: String? = nil) throws -> Int {
-        let low = zero.map { "\(range.lowerBound) (\($0))" } ?? "\(range.lowerBound)"
-        let message = "must be between \(low) and \(range.upperBound)" + (note.map { " (\($0))" } ?? "")
-        return try value(key, default: fallback, in: range, message: message)
+        try value(key, default: fallback, in: range, message: Self.message(range, zero: zero, note: note))
     }
 
     /// A whole number from `range`, or `fallback` when absent. Refused below it with `must be
@@ -90,8 +88,7 @@ struct SettingsContainer<Key: CodingKey> {
     /// 1 and 1024`, `note` explaining a bound.
     func valueIfPresent(_ key: Key, in range: ClosedRange<Int>, note: String? = nil) throws -> Int? {
         let value = try container.decodeIfPresent(Int.self, forKey: key)
-        let message = "must be between \(range.lowerBound) and \(range.upperBound)" + (note.map { " (\($0))" } ?? "")
-        bounds?.record(.init(key: path(key), range: range, defaultValue: nil, message: message), value: value)
+        bounds?.record(.init(key: path(key), range: range, defaultValue: nil, message: Self.message(range, note: note)), value: value)
         return value
     }
 
@@ -100,6 +97,12 @@ struct SettingsContainer<Key: CodingKey> {
         let value = try container.decodeIfPresent(Int.self, forKey: key)
         bounds?.record(.init(key: path(key), range: range.lowerBound...Int.max, defaultValue: nil, message: Self.message(range)), value: value)
         return value
+    }
+
+    /// `must be between 1 and 60`, with what 0 means after the low bound and `note` at the end.
+    private static func message(_ range: ClosedRange<Int>, zero: String? = nil, note: String? = nil) -> String {
+        let low = zero.map { "\(range.lowerBound) (\($0))" } ?? "\(range.lowerBound)"
+        return "must be between \(low) and \(range.upperBound)" + (note.map { " (\($0))" } ?? "")
     }
 
     private static func message(_ range: PartialRangeFrom<Int>, zero: String? = nil) -> String {
