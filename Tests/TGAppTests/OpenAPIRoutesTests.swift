@@ -65,22 +65,27 @@ import Yams
         #expect(described.subtracting(served).sorted() == [], "openapi-admin.yaml operations the admin listener does not serve")
     }
 
-    /// A head larger than a connection's memory gets libmicrohttpd's own 431, whatever the
-    /// operation, without `Content-Type` (`HTTPServerTests` checks that answer): every operation of
-    /// both documents lists it, and with no content, so that a client validating answers against
-    /// the description accepts it.
-    @Test func everyOperationListsTheServersOwn431WithoutContent() throws {
+    /// A head larger than a connection's memory gets libmicrohttpd's own 431 (414 when the request
+    /// line alone is), whatever the operation, without `Content-Type` (`HTTPServerTests` checks
+    /// those answers): every operation of both documents lists both, with no content, so that a
+    /// client validating answers against the description accepts them.
+    @Test func everyOperationListsTheServersOwn414And431WithoutContent() throws {
+        let ownAnswers = ["414": "URITooLong", "431": "HeadTooLarge"]
         for name in ["openapi.yaml", "openapi-admin.yaml"] {
             let document = try Self.document(name)
             let components = try #require((document["components"] as? [String: Any])?["responses"] as? [String: Any])
-            let headTooLarge = try #require(components["HeadTooLarge"] as? [String: Any], "\(name) has no HeadTooLarge response")
-            #expect(headTooLarge["content"] == nil)
+            for component in ownAnswers.values {
+                let answer = try #require(components[component] as? [String: Any], "\(name) has no \(component) response")
+                #expect(answer["content"] == nil)
+            }
             let paths = try #require(document["paths"] as? [String: Any])
             for (path, item) in paths {
                 for (method, operation) in try #require(item as? [String: Any]) {
                     guard let responses = (operation as? [String: Any])?["responses"] as? [String: Any] else { continue }
-                    let reference = (responses["431"] as? [String: Any])?["$ref"] as? String
-                    #expect(reference == "#/components/responses/HeadTooLarge", "\(name): \(method.uppercased()) \(path)")
+                    for (status, component) in ownAnswers {
+                        let reference = (responses[status] as? [String: Any])?["$ref"] as? String
+                        #expect(reference == "#/components/responses/\(component)", "\(name): \(method.uppercased()) \(path) \(status)")
+                    }
                 }
             }
         }

@@ -64,8 +64,9 @@ import Testing
 
     /// The request head must fit the connection's memory (`connectionMemoryLimit`, 14 KiB; one
     /// field may take about half of it): a 6 KiB field (a large token or cookie) is served, a
-    /// 20 KiB one is refused with 431 before the handler runs, and the server goes on serving.
-    @Test func servesASixKiBFieldAndRefusesAHeadLargerThanTheConnectionsMemory() async throws {
+    /// 20 KiB one is refused with 431 and a 20 KiB request line with 414, both before the handler
+    /// runs, and the server goes on serving.
+    @Test func servesASixKiBFieldAndRefusesAHeadOrALineLargerThanTheConnectionsMemory() async throws {
         let handled = Counter()
         let server = try startServer { request in
             handled.increment()
@@ -85,6 +86,11 @@ import Testing
         #expect(refusal.hasPrefix("HTTP/1.1 431"))
         // libmicrohttpd's own page, without a type: what both API descriptions say of a 431.
         #expect(!refusal.lowercased().contains("\r\ncontent-type:"))
+        let longLine = try RawConnection(port: server.port)
+        try await longLine.send("GET /?q=\(String(repeating: "q", count: 20 * 1024)) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        let lineRefusal = try await longLine.readResponse()
+        #expect(lineRefusal.hasPrefix("HTTP/1.1 414"))
+        #expect(!lineRefusal.lowercased().contains("\r\ncontent-type:"))
         #expect(handled.value == 1)
         let after = try RawConnection(port: server.port)
         try await after.send(head(10))
