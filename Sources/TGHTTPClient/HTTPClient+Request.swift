@@ -147,7 +147,9 @@ extension HTTPClient {
             } else {
                 sendsChunked = true
             }
-            let resume: @Sendable () -> Void = { [weak self] in self?.submit(.resume(transfer)) }
+            // Strong, as the task below: a weak reference would give the client a side table (see
+            // `CurlSocket.client`); the producer holds the client until the upload ends.
+            let resume: @Sendable () -> Void = { self.submit(.resume(transfer)) }
             let writer = HTTPClientBodyWriter(channel: channel, resume: resume)
             Task {
                 do {

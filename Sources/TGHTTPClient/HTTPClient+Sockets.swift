@@ -18,8 +18,12 @@ import TGEventLoop
 
 /// One socket libcurl asked the loop to watch.
 final class CurlSocket: EventLoopWatcher {
-    /// Weak: the client may be in its deinit (waiting for its shutdown on the loop) meanwhile.
-    weak var client: HTTPClient?
+    /// Not counted, and not weak (a weak reference gives the client a side table, which makes every
+    /// retain and release of it on every call take the slow path): the client outlives every
+    /// event of its sockets, since its shutdown, which its deinit waits for, closes them all on
+    /// the loop (`curl_multi_cleanup` through `closeSocketCallback`), taking each out of the epoll
+    /// set, before the deinit returns.
+    unowned(unsafe) let client: HTTPClient
     let socket: Int32
     var token = -1
     /// The events registered in the epoll set (0: not in it).
@@ -33,7 +37,6 @@ final class CurlSocket: EventLoopWatcher {
     }
 
     func ready(_ events: UInt32) {
-        guard let client else { return }
         if parked {
             client.forgetSocket(socket)
             return
@@ -96,7 +99,8 @@ let timerCallback: curl_multi_timer_callback = { _, milliseconds, clientPointer 
     if let existing = client.timer {
         timer = existing
     } else {
-        timer = client.loop.makeTimer { [weak client] in client?.act(socket: -1, events: 0) }
+        // Not weak (see `CurlSocket.client`): the client's shutdown cancels the timer on the loop.
+        timer = client.loop.makeTimer { [unowned(unsafe) client] in client.act(socket: -1, events: 0) }
         client.timer = timer
     }
     if milliseconds > 0 {

@@ -113,8 +113,9 @@ public final class HTTPClient: @unchecked Sendable {
         let context2 = UnmanagedClient(client: Unmanaged.passUnretained(self))
         let accepted = self.loop.execute {
             let client = context2.client.takeUnretainedValue()
-            // Weak: the client may be in its deinit (waiting for `stopOnLoop`) while the loop runs.
-            client.hookToken = client.loop.addPreWaitHook { [weak client] in client?.beforeWait() }
+            // Not weak (see `CurlSocket.client`): the client may be in its deinit meanwhile, but that
+            // waits for `stopOnLoop`, which removes the hook on the loop.
+            client.hookToken = client.loop.addPreWaitHook { [unowned(unsafe) client] in client.beforeWait() }
             hooked.signal()
         }
         // The hook must be in place before the first transfer is added (it starts transfers).
@@ -284,8 +285,10 @@ public final class HTTPClient: @unchecked Sendable {
                     timeout: transfer.idleTimeout,
                     on: loop,
                     isPaused: { [weak transfer] in transfer.map { $0.pausedForWrite || $0.pausedForRead } ?? false },
-                    expire: { [weak self, weak transfer] in
-                        if let self, let transfer { self.cancelOnLoop(transfer, error: .timeout) }
+                    // The client unowned (see `CurlSocket.client`): the deadline stops when the
+                    // transfer ends, and `stopOnLoop` ends them all.
+                    expire: { [unowned(unsafe) self, weak transfer] in
+                        if let transfer { self.cancelOnLoop(transfer, error: .timeout) }
                     }
                 )
             }
