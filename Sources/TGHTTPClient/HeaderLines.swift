@@ -1,3 +1,5 @@
+import TGBase
+
 /// A request's header lines as libcurl takes them (`Name: value`, NUL-terminated), checked as
 /// they are added: what a caller on a loop builds instead of `HTTPFields` when every call counts
 /// (the proxy's cached path). The rules are `HTTPField`'s: a name is a non-empty token, a value
@@ -59,7 +61,7 @@ public struct HeaderLines: Sendable {
 
     /// No NUL (it would end libcurl's C string) and no CR or LF (a line break smuggles a field).
     private static func isSafeValue(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
-        !value.contains { $0 == 0 || $0 == 0x0D || $0 == 0x0A }
+        !FieldBytes.containsLineBreakOrNUL(UnsafeRawBufferPointer(value))
     }
 
     /// Appends `name: value`; false (and nothing appended) when it breaks the rules above.

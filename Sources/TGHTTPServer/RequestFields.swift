@@ -45,10 +45,15 @@ public struct RequestFields: Sendable, Equatable {
         // bytes, with the array's header one 256-byte allocation (a size class; the fields live
         // as long as their call, thousands at once under a burst).
         if storage.capacity == 0 { storage.reserveCapacity(224) }
-        storage.appendField(name, separator: "\0", UnsafeRawBufferPointer(rebasing: value[start..<end])) { bytes in
-            for index in bytes.indices where bytes[index] < 0x20 && bytes[index] != 0x09 || bytes[index] == 0x7F {
-                bytes[index] = 0x20
+        let trimmed = UnsafeRawBufferPointer(rebasing: value[start..<end])
+        if FieldBytes.containsControl(trimmed) {
+            storage.appendField(name, separator: "\0", trimmed) { bytes in
+                for index in bytes.indices where bytes[index] < 0x20 && bytes[index] != 0x09 || bytes[index] == 0x7F {
+                    bytes[index] = 0x20
+                }
             }
+        } else {
+            storage.appendField(name, separator: "\0", trimmed)
         }
         count += 1
         if name.count == 10, Self.equalsIgnoringCase(name, "connection") { hasConnectionField = true }

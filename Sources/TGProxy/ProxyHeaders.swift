@@ -245,13 +245,39 @@ public struct FieldNames: Sendable {
         guard count > 0, count < byLength.count else { return false }
         let candidates = byLength[count]
         guard !candidates.isEmpty else { return false }
-        return bytes.withUnsafeBufferPointer { all in
+        return bytes.withUnsafeBytes { all in
+            guard let names = all.baseAddress, let given = UnsafeRawPointer(name.baseAddress) else { return false }
             var start = candidates.lowerBound
             while start < candidates.upperBound {
-                if Self.foldedEqual(name, UnsafeBufferPointer(rebasing: all[start..<start + count])) { return true }
+                if Self.foldedEqual(given, names + start, count) { return true }
                 start += count
             }
             return false
+        }
+    }
+
+    /// `count` bytes at `name` in any case equal the lowercase ones at `lowercase`, compared eight
+    /// at a time. Setting bit 5 of a byte lowercases a letter and leaves a digit and `-` as they
+    /// are, and every byte of a name in the set has it; a byte that differs from the name's only in
+    /// bit 5 is otherwise a control byte (CR for `-`, DLE to EM for digits), which no field name
+    /// holds (a name with one is taken as in the set: dropped, never passed on).
+    private static func foldedEqual(_ name: UnsafeRawPointer, _ lowercase: UnsafeRawPointer, _ count: Int) -> Bool {
+        guard count >= 8 else {
+            for index in 0..<count {
+                let given = name.load(fromByteOffset: index, as: UInt8.self) | 0x20
+                if given != lowercase.load(fromByteOffset: index, as: UInt8.self) { return false }
+            }
+            return true
+        }
+        let bit5: UInt64 = 0x2020_2020_2020_2020
+        var offset = 0
+        while true {
+            // The last word ends at the last byte (it may overlap the one before).
+            let at = min(offset, count - 8)
+            let given = name.loadUnaligned(fromByteOffset: at, as: UInt64.self) | bit5
+            if given != lowercase.loadUnaligned(fromByteOffset: at, as: UInt64.self) { return false }
+            if at == count - 8 { return true }
+            offset += 8
         }
     }
 

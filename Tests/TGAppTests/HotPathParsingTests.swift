@@ -36,6 +36,28 @@ import Testing
         }
     }
 
+    /// Names one token byte away from a member, at every position (the checks compare eight
+    /// bytes at a time, the last word overlapping the one before): in the set exactly when their
+    /// lowercase form is.
+    @Test func aNameOneTokenByteAwayFromAMemberIsInTheSetOnlyWhenItsLowercaseFormIs() {
+        let tokenBytes = (UInt8(0)...UInt8(127)).filter(HeaderLines.isTokenByte)
+        var disagreements: [String] = []
+        for set in [ProxyHeaders.managed, ProxyHeaders.notRelayed] {
+            for name in set.names {
+                let bytes = Array(name.utf8)
+                for index in bytes.indices {
+                    for byte in tokenBytes {
+                        var changed = bytes
+                        changed[index] = byte
+                        let text = String(decoding: changed, as: UTF8.self)
+                        if changed.withUnsafeBufferPointer(set.contains) != set.names.contains(text.lowercased()) { disagreements.append(text) }
+                    }
+                }
+            }
+        }
+        #expect(disagreements == [])
+    }
+
     @Test func theManagedCheckOnBytesIsTheSpelledOutSetInAnyCase() {
         func check(_ name: String) -> Bool {
             Array(name.utf8).withUnsafeBufferPointer { ProxyHeaders.managed.contains($0) }
