@@ -19,7 +19,7 @@ public struct RequestInfo: Sendable {
     /// The session the bearer token names, for a route whose policy requires one.
     public var session: SessionContext?
 
-    public init(requestID: String, parameters: RouteParameters = [:], clientAddress: String? = nil) {
+    public init(requestID: String, parameters: RouteParameters = RouteParameters(), clientAddress: String? = nil) {
         self.requestID = requestID
         self.parameters = parameters
         self.clientAddress = clientAddress
@@ -27,34 +27,51 @@ public struct RequestInfo: Sendable {
 }
 
 /// A route's parameters by name: a few pairs, looked up by scanning (a dictionary per request
-/// costs more than it saves).
+/// costs more than it saves). The first two are kept inline (an API call has two, `upstream` and
+/// `rest`, mostly strings short enough to need no allocation either): no array per request.
 public struct RouteParameters: Sendable, Equatable, ExpressibleByDictionaryLiteral {
-    private var pairs: [(name: String, value: String)] = []
+    private typealias Pair = (name: String, value: String)
+    private var first: Pair?
+    private var second: Pair?
+    private var more: [Pair]?
+
+    /// No parameters (what a literal route binds; `[:]` walks an empty list first).
+    public init() {}
 
     public init(dictionaryLiteral elements: (String, String)...) {
-        pairs = elements.map { (name: $0.0, value: $0.1) }
+        for (name, value) in elements { self[name] = value }
     }
 
     public subscript(name: String) -> String? {
-        get { pairs.first { $0.name == name }?.value }
+        get {
+            if let first, first.name == name { return first.value }
+            if let second, second.name == name { return second.value }
+            return more?.first { $0.name == name }?.value
+        }
         set {
-            pairs.removeAll { $0.name == name }
-            guard let newValue else { return }
-            // Room for a route's few parameters at once (growing one by one allocates each time).
-            if pairs.capacity == 0 { pairs.reserveCapacity(4) }
-            pairs.append((name, newValue))
+            var pairs = self.pairs.filter { $0.name != name }
+            if let newValue { pairs.append((name, newValue)) }
+            self = RouteParameters()
+            for pair in pairs { add(pair.name, pair.value) }
         }
     }
 
-    /// Adds a pair whose name is not there yet (a pattern names each parameter once); the first
-    /// makes room for `expected` (the pattern's count: each call in flight keeps its parameters).
-    mutating func add(_ name: String, _ value: String, expected: Int = 4) {
-        if pairs.capacity == 0 { pairs.reserveCapacity(expected) }
-        pairs.append((name, value))
+    private var pairs: [Pair] { [first, second].compactMap { $0 } + (more ?? []) }
+
+    /// Adds a pair whose name is not there yet (a pattern names each parameter once).
+    mutating func add(_ name: String, _ value: String) {
+        if first == nil {
+            first = (name, value)
+        } else if second == nil {
+            second = (name, value)
+        } else {
+            more = (more ?? []) + [(name, value)]
+        }
     }
 
     public static func == (lhs: RouteParameters, rhs: RouteParameters) -> Bool {
-        lhs.pairs.count == rhs.pairs.count && lhs.pairs.allSatisfy { rhs[$0.name] == $0.value }
+        let left = lhs.pairs
+        return left.count == rhs.pairs.count && left.allSatisfy { rhs[$0.name] == $0.value }
     }
 }
 
@@ -100,8 +117,6 @@ public struct Router: Sendable {
     struct Pattern: Sendable {
         var text: String
         var segments: [Segment]
-        /// How many parameters the segments bind (room made for them at once).
-        var parameterCount: Int
         /// The parameter that chooses the pattern's limits (``RouteLimits/byParameter(_:_:)``):
         /// the server looks the limits up by its bytes as sent, before any route is matched, so
         /// it binds only as sent. An escaped spelling (`/api/%67raph/…` for `graph`) would reach
@@ -202,7 +217,6 @@ public struct Router: Sendable {
                 Pattern(
                     text: pattern,
                     segments: segments,
-                    parameterCount: names.count,
                     plainOnly: plainOnly,
                     routes: [route],
                     firstLiteral: firstLiteral
@@ -222,7 +236,7 @@ public struct Router: Sendable {
     func match(_ method: HTTPRequest.Method, path: Substring) -> Match {
         var allowed: [HTTPRequest.Method] = []
         if literalLengths & (1 << min(63, path.utf8.count)) != 0, let routes = literal[String(path)] {
-            if let route = Self.route(for: method, in: routes) { return .found(route, [:]) }
+            if let route = Self.route(for: method, in: routes) { return .found(route, RouteParameters()) }
             allowed += routes.map(\.method)
         }
         let first = Self.firstSegment(of: path)
@@ -232,7 +246,6 @@ public struct Router: Sendable {
             guard
                 let parameters = Self.bind(
                     patterns[index].segments,
-                    count: patterns[index].parameterCount,
                     plainOnly: patterns[index].plainOnly,
                     to: path
                 )
@@ -254,31 +267,30 @@ public struct Router: Sendable {
     /// The pattern's parameters in `path`, or nil when it does not fit. Works on the path's bytes
     /// in place (every API call comes through here, past the patterns before its own).
     /// `plainOnly`: a parameter that binds only without escapes (``Pattern/plainOnly``).
-    private static func bind(_ pattern: [Segment], count: Int, plainOnly: String?, to path: Substring) -> RouteParameters? {
-        path.withUTF8Bytes { bind(pattern, count: count, plainOnly: plainOnly, to: $0) }
+    private static func bind(_ pattern: [Segment], plainOnly: String?, to path: Substring) -> RouteParameters? {
+        path.withUTF8Bytes { bind(pattern, plainOnly: plainOnly, to: $0) }
     }
 
     private static func bind(
         _ pattern: [Segment],
-        count expected: Int,
         plainOnly: String?,
         to bytes: UnsafeBufferPointer<UInt8>
     ) -> RouteParameters? {
-        var parameters: RouteParameters = [:]
+        var parameters = RouteParameters()
         let end = walk(pattern, bytes) { name, actual in
             // Most values have nothing to decode (the path's bytes are UTF-8, split at `/`).
             let plain = memchr(actual.baseAddress!, Int32(UInt8(ascii: "%")), actual.count) == nil
             if !plain, name == plainOnly { return false }
             guard let value = plain ? String(decoding: actual, as: UTF8.self) : FormURLEncoding.percentDecode(actual, plusAsSpace: false)
             else { return false }
-            parameters.add(name, value, expected: expected)
+            parameters.add(name, value)
             return true
         }
         guard var start = end else { return nil }
         if case .rest? = pattern.last {
             // After the `/` that ends the previous segment (`/api/x` alone has an empty rest).
             if start != bytes.count { start += 1 }
-            parameters.add("rest", String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self), expected: expected)
+            parameters.add("rest", String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self))
         }
         return parameters
     }
