@@ -15,6 +15,12 @@ const struct sockaddr *CShims_MHD_client_address(struct MHD_Connection *connecti
     return info == NULL ? NULL : info->client_addr;
 }
 
+size_t CShims_MHD_request_header_size(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return info == NULL ? 0 : info->header_size;
+}
+
 int CShims_MHD_connection_fd(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);

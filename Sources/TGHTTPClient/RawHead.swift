@@ -16,6 +16,9 @@ public struct RawHead: Sendable {
     /// A `Connection` line names something other than `keep-alive` and `close`: fields, which do
     /// not pass a proxy (most answers say `keep-alive` or nothing, and need no look for them).
     public let connectionNamesFields: Bool
+    /// The header lines' size as received, line breaks included: at least that of any subset of
+    /// its fields written out again.
+    public var byteCount: Int { bytes.count }
 
     /// A head from its lines, read once for what ``Facts`` gathers.
     init(status: Int, bytes: [UInt8]) {

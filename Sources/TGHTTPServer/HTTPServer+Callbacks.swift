@@ -213,7 +213,8 @@ extension HTTPServer {
             body: context.body,
             peer: PeerAddress(CShims_MHD_client_address(connection)),
             loop: context.daemon.loop,
-            connectionMemo: context.connectionEntry?.memo
+            connectionMemo: context.connectionEntry?.memo,
+            answerHeadRoom: answerHeadRoom(connection)
         )
         context.body = []
         switch handler(request) {

@@ -25,7 +25,8 @@ extension HTTPServer {
             bodyStream: ServerRequestBody(stream: stream),
             peer: PeerAddress(CShims_MHD_client_address(connection)),
             loop: context.daemon.loop,
-            connectionMemo: context.connectionEntry?.memo
+            connectionMemo: context.connectionEntry?.memo,
+            answerHeadRoom: answerHeadRoom(connection)
         )
         lock.withLock {
             context.bodyStream = stream

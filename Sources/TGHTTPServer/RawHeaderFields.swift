@@ -10,10 +10,15 @@ import TGBase
 /// ``ServerResponse/headerFields`` ignores them.
 public struct RawHeaderFields: Sendable, Equatable {
     private(set) var storage: [UInt8] = []
+    /// How many fields there are.
+    public private(set) var count = 0
 
     public init() {}
 
     public var isEmpty: Bool { storage.isEmpty }
+
+    /// The fields' size as `Name: value` lines (each is kept as name, NUL, value, NUL).
+    public var lineBytes: Int { storage.count + 2 * count }
 
     /// Appends a field; false (and nothing appended) when it breaks the rules above.
     @discardableResult
@@ -28,6 +33,7 @@ public struct RawHeaderFields: Sendable, Equatable {
         // One buffer for a typical answer's fields (an exact reserve per field would copy each time).
         if storage.capacity == 0 { storage.reserveCapacity(512) }
         storage.appendField(UnsafeRawBufferPointer(name), separator: "\0", UnsafeRawBufferPointer(trimmed))
+        count += 1
         return true
     }
 

@@ -22,6 +22,7 @@ public struct ServerRequest: Sendable {
         var peer: PeerAddress
         var loop: EventLoop?
         var connectionMemo: ConnectionMemo?
+        var answerHeadRoom: Int
     }
 
     private final class Box: Sendable {
@@ -82,6 +83,14 @@ public struct ServerRequest: Sendable {
     /// does; a task it starts does not).
     public var connectionMemo: ConnectionMemo? { box.parts.connectionMemo }
 
+    /// How many bytes the answer's head (status line and fields, as ``ServerResponse/headSize``
+    /// counts them) may take: libmicrohttpd builds it in the connection's memory, next to this
+    /// request's head, which it keeps there (docs/operations.md, "Request heads near the
+    /// connection memory"). A larger one is not sent (``HTTPServer``); a proxy answers an API's
+    /// oversized head with an error of its own instead. `Int.max` for a request made up outside
+    /// a server.
+    public var answerHeadRoom: Int { box.parts.answerHeadRoom }
+
     public init(head: HTTPRequest, body: [UInt8] = [], remoteAddress: String? = nil) {
         box = Box(
             Parts(
@@ -93,7 +102,8 @@ public struct ServerRequest: Sendable {
                 bodyStream: nil,
                 peer: remoteAddress.map(PeerAddress.text) ?? .unknown,
                 loop: nil,
-                connectionMemo: nil
+                connectionMemo: nil,
+                answerHeadRoom: .max
             )
         )
     }
@@ -107,7 +117,8 @@ public struct ServerRequest: Sendable {
         bodyStream: ServerRequestBody? = nil,
         peer: PeerAddress,
         loop: EventLoop? = nil,
-        connectionMemo: ConnectionMemo? = nil
+        connectionMemo: ConnectionMemo? = nil,
+        answerHeadRoom: Int = .max
     ) {
         box = Box(
             Parts(
@@ -119,7 +130,8 @@ public struct ServerRequest: Sendable {
                 bodyStream: bodyStream,
                 peer: peer,
                 loop: loop,
-                connectionMemo: connectionMemo
+                connectionMemo: connectionMemo,
+                answerHeadRoom: answerHeadRoom
             )
         )
     }

@@ -148,12 +148,32 @@ final class ProxyCall: @unchecked Sendable {
             load(rejected: sentToken)
             return
         }
+        if let size = oversizedAnswerHead(head) {
+            exchange.cancel()
+            responder.fail(ProxyError.answerHeadTooLarge(size: size, room: request.answerHeadRoom))
+            return
+        }
         if let metrics = proxy.metrics { (fromMemory ? metrics.fromMemory : metrics.loaded).increment() }
         if let rewrite = upstream.linkRewrite {
             ProxyRelay.relayRewriting(head, exchange, method: method, rewrite: rewrite, responder: responder)
             return
         }
         responder.respond(ProxyRelay.relay(head, exchange, method: method, location: upstream.location))
+    }
+
+    /// The size of the head the app would get, when it is larger than the server can send with
+    /// this request (libmicrohttpd would close the connection instead); nil when it fits. Worked
+    /// out only when the API's head as received might not fit (it holds every field passed on).
+    private func oversizedAnswerHead(_ head: RawHead) -> Int? {
+        let room = request.answerHeadRoom
+        // The request id line, and a rewritten `Location` or `Link` a little longer than the API's.
+        let margin = 16 + requestID.utf8.count + 256
+        guard head.byteCount + margin > room else { return nil }
+        var relayed = ServerResponse(status: HTTPResponse.Status(code: head.status))
+        ProxyHeaders.relay(head, location: upstream.location, links: upstream.linkRewrite, into: &relayed)
+        relayed.requestID = requestID
+        let size = relayed.headSize
+        return size > room ? size : nil
     }
 
     /// Runs `body` on the call's loop; a loop that stopped answers 503 instead.

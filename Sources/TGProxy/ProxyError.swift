@@ -14,4 +14,7 @@ public enum ProxyError: Error, Equatable, Sendable {
     case bodyIncomplete
     /// The upstream access token cannot be sent in a header field (a provider fault).
     case unusableToken
+    /// The API's answer has more header fields than the server can send back with this request
+    /// (`size` bytes of them to pass on, `room` for them: ``TGHTTPServer/ServerRequest/answerHeadRoom``).
+    case answerHeadTooLarge(size: Int, room: Int)
 }

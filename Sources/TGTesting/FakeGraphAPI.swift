@@ -62,6 +62,9 @@ public final class FakeGraphAPI: Sendable {
         // connection timeout: stopping waits for such a request briefly, not 10 s.
         configuration.drainTimeout = .seconds(1)
         configuration.maxBodySize = 64 << 20
+        // Room for answers with larger heads than TokenGate's own connection memory takes (what
+        // TokenGate does with an API's oversized head is tested).
+        configuration.connectionMemoryLimit = 64 * 1024
         configuration.limits = { _, path in
             path == "/upload" ? HTTPServer.RequestLimits(maxBodySize: 256 << 20, requestTimeout: .seconds(120), streamsBody: true) : nil
         }

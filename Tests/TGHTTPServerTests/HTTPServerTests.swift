@@ -98,6 +98,29 @@ import Testing
         await server.shutdown()
     }
 
+    /// An answer's head is built in the connection's memory beside the request's head: one that
+    /// does not fit (libmicrohttpd would close the connection without a word) goes out as a short
+    /// 500 that says so; the same answer with room left is sent whole.
+    @Test func anAnswerWhoseHeadDoesNotFitBesideTheRequestsIsA500ThatSaysSo() async throws {
+        let server = try startServer { request in
+            let size = Int(request.queryValue("size") ?? "") ?? 0
+            var fields = HTTPFields()
+            fields[HTTPField.Name("X-Big")!] = String(repeating: "b", count: size)
+            return .response(ServerResponse(status: .ok, contentType: "text/plain", body: "ok", headerFields: fields))
+        }
+        let fits = try await curl(["-i", server.baseURL + "/?size=6000"])
+        #expect(fits.stdout.hasPrefix("HTTP/1.1 200"))
+        #expect(fits.stdout.contains("X-Big: " + String(repeating: "b", count: 6000)))
+        let tooLarge = try await curl(["-i", server.baseURL + "/?size=15000"])
+        #expect(tooLarge.stdout.hasPrefix("HTTP/1.1 500"), "\(tooLarge.stdout.prefix(200)) \(tooLarge.stderr)")
+        #expect(tooLarge.stdout.contains(#""code":"answer_head_too_large""#))
+        // A larger request head leaves less room for the same answer.
+        let pad = String(repeating: "p", count: 4000)
+        let crowded = try await curl(["-i", server.baseURL + "/?size=6000", "-H", "X-Pad-1: " + pad, "-H", "X-Pad-2: " + pad])
+        #expect(crowded.stdout.hasPrefix("HTTP/1.1 500"), "\(crowded.stdout.prefix(200))")
+        await server.shutdown()
+    }
+
     @Test func refusesABodyLargerThanTheLimitByContentLengthWithoutReadingIt() async throws {
         let handled = Counter()
         let server = try startServer(

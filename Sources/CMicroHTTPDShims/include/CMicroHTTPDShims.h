@@ -20,6 +20,10 @@ struct MHD_Daemon *CShims_MHD_start_daemon(unsigned int flags, uint16_t port,
 // MHD_get_connection_info is variadic: the client's address, or NULL.
 const struct sockaddr *CShims_MHD_client_address(struct MHD_Connection *connection);
 
+// MHD_get_connection_info is variadic: the size of the request's head as read (request line and
+// header lines), or 0 before the head has arrived.
+size_t CShims_MHD_request_header_size(struct MHD_Connection *connection);
+
 // MHD_get_connection_info is variadic: the connection's socket, or -1.
 int CShims_MHD_connection_fd(struct MHD_Connection *connection);
 

@@ -41,6 +41,14 @@ extension ProxyError: HTTPResponseError {
                 code: "upstream_token_unusable",
                 detail: "The provider issued a token for this API that cannot be sent in a header; tell the operator."
             )
+        case .answerHeadTooLarge(let size, let room):
+            problem = Problem(
+                status: .badGateway,
+                code: "upstream_head_too_large",
+                detail:
+                    "The API answered with \(size) bytes of header fields; beside this request's own, TokenGate can send back "
+                    + "\(max(0, room)). Send a shorter request (fewer or smaller fields), or ask the API's owners for fewer fields."
+            )
         }
         return problem.response()
     }
