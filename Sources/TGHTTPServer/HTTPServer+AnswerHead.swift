@@ -21,6 +21,19 @@ extension HTTPServer {
     /// request already read.
     static let answerHeadReserve = 384
 
+    /// Less room than this for an answer's head, and the handler does not run: its answer could
+    /// not be sent (libmicrohttpd would close the connection without one after the handler's
+    /// work was done), so ``headLeavesNoRoom`` goes out instead, which needs less than the
+    /// reserve. TokenGate's own answers take 150 to 300 bytes.
+    static let smallestAnswerRoom = 512
+
+    /// A request whose head leaves too little room for any answer's (``smallestAnswerRoom``).
+    static let headLeavesNoRoom = problem(
+        .requestHeaderFieldsTooLarge,
+        "head_too_large",
+        "The request's head leaves no room for an answer in the connection's memory; send a shorter request."
+    )
+
     /// The bytes an answer's head may take on `connection`, whose request's head has arrived.
     func answerHeadRoom(_ connection: OpaquePointer) -> Int {
         let head = CShims_MHD_request_header_size(connection)

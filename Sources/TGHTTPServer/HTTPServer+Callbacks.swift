@@ -205,6 +205,8 @@ extension HTTPServer {
     }
 
     private func dispatch(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
+        let room = answerHeadRoom(connection)
+        guard room >= Self.smallestAnswerRoom else { return queue(Self.headLeavesNoRoom, on: connection, daemon: context.daemon) }
         let request = ServerRequest(
             method: context.method,
             authority: context.host,
@@ -214,7 +216,7 @@ extension HTTPServer {
             peer: PeerAddress(CShims_MHD_client_address(connection)),
             loop: context.daemon.loop,
             connectionMemo: context.connectionEntry?.memo,
-            answerHeadRoom: answerHeadRoom(connection)
+            answerHeadRoom: room
         )
         context.body = []
         switch handler(request) {

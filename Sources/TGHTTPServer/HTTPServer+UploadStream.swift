@@ -14,6 +14,8 @@ import Synchronization
 extension HTTPServer {
     /// First access-handler call (the head): start the handler. Nothing is queued on this call.
     func dispatchStreaming(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
+        let room = answerHeadRoom(connection)
+        guard room >= Self.smallestAnswerRoom else { return queue(Self.headLeavesNoRoom, on: connection, daemon: context.daemon) }
         let lock = lock(for: context)
         let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon, entry: context.connectionEntry)
         let request = ServerRequest(
@@ -26,7 +28,7 @@ extension HTTPServer {
             peer: PeerAddress(CShims_MHD_client_address(connection)),
             loop: context.daemon.loop,
             connectionMemo: context.connectionEntry?.memo,
-            answerHeadRoom: answerHeadRoom(connection)
+            answerHeadRoom: room
         )
         lock.withLock {
             context.bodyStream = stream

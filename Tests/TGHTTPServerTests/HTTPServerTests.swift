@@ -121,6 +121,25 @@ import Testing
         await server.shutdown()
     }
 
+    /// A head that fits the connection's memory but leaves too little room for any answer's
+    /// head: the handler does not run (its answer could not be sent) and a short 431 that says
+    /// so goes out instead.
+    @Test func aHeadThatLeavesNoRoomForAnAnswerIs431BeforeTheHandlerRuns() async throws {
+        let handled = Counter()
+        let server = try startServer { _ in
+            handled.increment()
+            return .response(ServerResponse(status: .ok, contentType: "text/plain", body: "ok"))
+        }
+        let field = String(repeating: "f", count: 6700)
+        let crowded = try RawConnection(port: server.port)
+        try await crowded.send("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: \(field)\r\nX-B: \(field)\r\n\r\n")
+        let refusal = try await crowded.readResponse()
+        #expect(refusal.hasPrefix("HTTP/1.1 431"), "\(refusal.prefix(200))")
+        #expect(refusal.contains(#""code":"head_too_large""#))
+        #expect(handled.value == 0)
+        await server.shutdown()
+    }
+
     @Test func refusesABodyLargerThanTheLimitByContentLengthWithoutReadingIt() async throws {
         let handled = Counter()
         let server = try startServer(
