@@ -35,11 +35,20 @@ extension HTTPServer {
     )
 
     /// The bytes an answer's head may take on `connection`, whose request's head has arrived.
-    func answerHeadRoom(_ connection: OpaquePointer) -> Int {
+    /// With `context`, as the head arrives: its fields are counted already, and the query
+    /// arguments and cookies are counted only when there are any (fields whose name is not a
+    /// token are not among `context.fields`; the reserve covers a few).
+    func answerHeadRoom(_ connection: OpaquePointer, _ context: RequestContext? = nil) -> Int {
         let head = CShims_MHD_request_header_size(connection)
         // One count per kind: Swift imports the kinds as an enum, which cannot hold their union.
         func count(_ kind: MHD_ValueKind) -> Int { Int(max(0, MHD_get_connection_values_n(connection, kind, nil, nil))) }
-        let records = count(.HEADER_KIND) + count(.GET_ARGUMENT_KIND) + count(.COOKIE_KIND)
+        let records: Int
+        if let context {
+            let arguments = context.target.utf8.contains(UInt8(ascii: "?")) ? count(.GET_ARGUMENT_KIND) : 0
+            records = context.fields.count + arguments + (context.fields.hasCookieField ? count(.COOKIE_KIND) : 0)
+        } else {
+            records = count(.HEADER_KIND) + count(.GET_ARGUMENT_KIND) + count(.COOKIE_KIND)
+        }
         return max(8 * 1024, configuration.connectionMemoryLimit) - head - records * Self.recordSize - Self.answerHeadReserve
     }
 

@@ -205,7 +205,7 @@ extension HTTPServer {
     }
 
     private func dispatch(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
-        let room = answerHeadRoom(connection)
+        let room = answerHeadRoom(connection, context)
         guard room >= Self.smallestAnswerRoom else { return queue(Self.headLeavesNoRoom, on: connection, daemon: context.daemon) }
         let request = ServerRequest(
             method: context.method,

@@ -14,7 +14,7 @@ import Synchronization
 extension HTTPServer {
     /// First access-handler call (the head): start the handler. Nothing is queued on this call.
     func dispatchStreaming(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
-        let room = answerHeadRoom(connection)
+        let room = answerHeadRoom(connection, context)
         guard room >= Self.smallestAnswerRoom else { return queue(Self.headLeavesNoRoom, on: connection, daemon: context.daemon) }
         let lock = lock(for: context)
         let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon, entry: context.connectionEntry)

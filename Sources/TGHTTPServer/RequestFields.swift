@@ -19,6 +19,8 @@ public struct RequestFields: Sendable, Equatable {
     /// A `Connection` field is among them: noted as fields are added, so that the proxy, which
     /// drops the fields it names, asks no walk of the requests that have none (most).
     public private(set) var hasConnectionField = false
+    /// A `Cookie` field is among them (libmicrohttpd parses each cookie into a record of its own).
+    public private(set) var hasCookieField = false
 
     public init() {}
 
@@ -57,6 +59,7 @@ public struct RequestFields: Sendable, Equatable {
         }
         count += 1
         if name.count == 10, Self.equalsIgnoringCase(name, "connection") { hasConnectionField = true }
+        if name.count == 6, Self.equalsIgnoringCase(name, "cookie") { hasCookieField = true }
         return true
     }
 

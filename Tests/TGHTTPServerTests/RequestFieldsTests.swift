@@ -100,4 +100,11 @@ import Testing
         #expect(RequestFields([.connection: "keep-alive"]).hasConnectionField)
         #expect(!RequestFields().hasConnectionField)
     }
+
+    @Test func aCookieFieldIsNotedInAnyCaseAsItIsAdded() {
+        #expect(!made([("Host", "a"), ("Cookies", "a=1"), ("Set-Cookie", "b=2")]).hasCookieField)
+        #expect(made([("Host", "a"), ("cOOKIE", "a=1; b=2")]).hasCookieField)
+        #expect(RequestFields([.cookie: "a=1"]).hasCookieField)
+        #expect(!RequestFields().hasCookieField)
+    }
 }
