@@ -1,6 +1,11 @@
 import CMicroHTTPD
 import CMicroHTTPDShims
 import HTTPTypes
+import TGBase
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // An answer's head must fit the connection's memory. libmicrohttpd builds it in the same block
 // (`connectionMemoryLimit`) where the request's head still lies, parsed in place, with a record
@@ -44,7 +49,10 @@ extension HTTPServer {
         func count(_ kind: MHD_ValueKind) -> Int { Int(max(0, MHD_get_connection_values_n(connection, kind, nil, nil))) }
         let records: Int
         if let context {
-            let arguments = context.target.utf8.contains(UInt8(ascii: "?")) ? count(.GET_ARGUMENT_KIND) : 0
+            let hasQuery = context.target.withUTF8Bytes { bytes in
+                bytes.baseAddress.map { memchr($0, Int32(UInt8(ascii: "?")), bytes.count) != nil } ?? false
+            }
+            let arguments = hasQuery ? count(.GET_ARGUMENT_KIND) : 0
             records = context.fields.count + arguments + (context.fields.hasCookieField ? count(.COOKIE_KIND) : 0)
         } else {
             records = count(.HEADER_KIND) + count(.GET_ARGUMENT_KIND) + count(.COOKIE_KIND)
