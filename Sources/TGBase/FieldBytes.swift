@@ -7,8 +7,12 @@ public enum FieldBytes {
     /// field value may not hold (RFC 9110 §5.5).
     @inlinable
     public static func containsControl(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        any(bytes, below: 0x20, orEqualTo: 0x7F) { $0 < 0x20 && $0 != 0x09 || $0 == 0x7F }
+        any(bytes, below: 0x20, orEqualTo: 0x7F, isControl)
     }
+
+    /// A control byte other than a tab (below 0x20, or 0x7F).
+    @inlinable
+    public static func isControl(_ byte: UInt8) -> Bool { byte < 0x20 && byte != 0x09 || byte == 0x7F }
 
     /// Some byte of `bytes` is NUL, CR or LF: what would end a C string or a header line.
     @inlinable

@@ -39,26 +39,23 @@ extension HTTPServer {
         "The request's head leaves no room for an answer in the connection's memory; send a shorter request."
     )
 
-    /// The bytes an answer's head may take on `connection`, whose request's head has arrived.
-    /// With `context`, as the head arrives: its fields are counted already, and the query
-    /// arguments and cookies are counted only when there are any (fields whose name is not a
-    /// token are not among `context.fields`; the reserve covers a few).
-    func answerHeadRoom(_ connection: OpaquePointer, _ context: RequestContext? = nil) -> Int {
+    /// The bytes an answer's head may take on `connection`, whose request's head has arrived:
+    /// its fields are counted already (`context.fields`; those whose name is not a token are not
+    /// among them, and the reserve covers a few), libmicrohttpd is asked for the query arguments
+    /// and cookies only when there are any.
+    func answerHeadRoom(_ connection: OpaquePointer, _ context: RequestContext) -> Int {
         let head = CShims_MHD_request_header_size(connection)
-        // One count per kind: Swift imports the kinds as an enum, which cannot hold their union.
         func count(_ kind: MHD_ValueKind) -> Int { Int(max(0, MHD_get_connection_values_n(connection, kind, nil, nil))) }
-        let records: Int
-        if let context {
-            let hasQuery = context.target.withUTF8Bytes { bytes in
-                bytes.baseAddress.map { memchr($0, Int32(UInt8(ascii: "?")), bytes.count) != nil } ?? false
-            }
-            let arguments = hasQuery ? count(.GET_ARGUMENT_KIND) : 0
-            records = context.fields.count + arguments + (context.fields.hasCookieField ? count(.COOKIE_KIND) : 0)
-        } else {
-            records = count(.HEADER_KIND) + count(.GET_ARGUMENT_KIND) + count(.COOKIE_KIND)
+        let hasQuery = context.target.withUTF8Bytes { bytes in
+            bytes.baseAddress.map { memchr($0, Int32(UInt8(ascii: "?")), bytes.count) != nil } ?? false
         }
-        return max(8 * 1024, configuration.connectionMemoryLimit) - head - records * Self.recordSize - Self.answerHeadReserve
+        let arguments = hasQuery ? count(.GET_ARGUMENT_KIND) : 0
+        let records = context.fields.count + arguments + (context.fields.hasCookieField ? count(.COOKIE_KIND) : 0)
+        return connectionMemory - head - records * Self.recordSize - Self.answerHeadReserve
     }
+
+    /// Each connection's memory as libmicrohttpd is given it (at least 8 KiB).
+    var connectionMemory: Int { max(8 * 1024, configuration.connectionMemoryLimit) }
 
     /// What goes out instead of an answer whose head (`size` bytes) is larger than `room`: a
     /// short 500 that says so (a handler's answer that libmicrohttpd could not send; a proxy checks

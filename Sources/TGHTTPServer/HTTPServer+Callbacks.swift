@@ -136,7 +136,7 @@ extension HTTPServer {
             if let entry = context.connectionEntry { heads.headArrived(entry) }
             guard let method, let parsed = Self.method(method) else {
                 context.stage = .rejected
-                return queue(Self.problem(.badRequest, "bad_request", "The request method is not valid."), on: connection, daemon: context.daemon)
+                return queue(Self.problem(.badRequest, "bad_request", "The request method is not valid."), on: connection, context: context)
             }
             context.method = parsed
             let target = context.target
@@ -146,7 +146,7 @@ extension HTTPServer {
             collectHeaders(connection, into: context)
             if let length = context.contentLength, length > context.maxBodySize {
                 context.stage = .rejected
-                return queue(Self.bodyTooLarge, on: connection, daemon: context.daemon)
+                return queue(Self.bodyTooLarge, on: connection, context: context)
             }
             if let entry = context.connectionEntry, (context.contentLength ?? 0) > 0 || context.fields.contains(.transferEncoding) {
                 entry.bodyStarted()
@@ -191,7 +191,7 @@ extension HTTPServer {
         case .discarding(let dropped):
             let count = uploadSize.pointee
             context.connectionEntry?.bodyReceived(count)
-            guard count > 0 else { return queue(Self.bodyTooLarge, on: connection, daemon: context.daemon) }
+            guard count > 0 else { return queue(Self.bodyTooLarge, on: connection, context: context) }
             uploadSize.pointee = 0
             // Reading a little past the limit buys a clean 413; a client that keeps sending is cut off.
             guard dropped + count <= Self.discardLimit(context) else { return MHD_Result.NO }
@@ -200,13 +200,13 @@ extension HTTPServer {
         case .dispatched:
             // Bound as it is taken: unwrapping a stored optional would copy the response first.
             guard let response = lock(for: context).withLock({ context.bridge.takeResponse() }) else { return MHD_Result.NO }
-            return queue(response, on: connection, daemon: context.daemon)
+            return queue(response, on: connection, context: context)
         }
     }
 
     private func dispatch(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
         let room = answerHeadRoom(connection, context)
-        guard room >= Self.smallestAnswerRoom else { return queue(Self.headLeavesNoRoom, on: connection, daemon: context.daemon) }
+        guard room >= Self.smallestAnswerRoom else { return queue(Self.headLeavesNoRoom, on: connection, context: context) }
         let request = ServerRequest(
             method: context.method,
             authority: context.host,
@@ -221,7 +221,7 @@ extension HTTPServer {
         context.body = []
         switch handler(request) {
         case .response(let response):
-            return queue(response, on: connection, daemon: context.daemon)
+            return queue(response, on: connection, context: context)
         case .deferred(let start):
             context.isAsync = true
             start(LoopResponder(server: self, context: context))
@@ -245,7 +245,7 @@ extension HTTPServer {
         switch context.bridge.startReturned() {
         case .queue(let response):
             lock.unlock()
-            return queue(response, on: connection, daemon: context.daemon)
+            return queue(response, on: connection, context: context)
         case .suspend:
             context.task = task
             context.startDeadline()

@@ -23,15 +23,16 @@ let streamFreeCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { st
 extension HTTPServer {
     /// Queues `response`. `Content-Length`, `Transfer-Encoding` and `Connection` are the server's
     /// to set; a handler's values for them are ignored.
-    func queue(_ response: ServerResponse, on connection: OpaquePointer, daemon: LoopDaemon) -> MHD_Result {
+    func queue(_ response: ServerResponse, on connection: OpaquePointer, context: RequestContext) -> MHD_Result {
+        let daemon = context.daemon
         // Most answers' heads are small: only a larger one is measured against the room (one that
         // small finds none only beside a request head that leaves no room for any answer).
         let headSize = response.headSize
         if headSize > 1024 {
-            let room = answerHeadRoom(connection)
+            let room = answerHeadRoom(connection, context)
             if headSize > room, let refusal = Self.answerHeadTooLarge(size: headSize, room: room) {
                 configuration.diagnosticsSink?("an answer's head (\(headSize) bytes) did not fit the connection's memory (room for \(room))")
-                return queue(refusal, on: connection, daemon: daemon)
+                return queue(refusal, on: connection, context: context)
             }
         }
         let mhdResponse: OpaquePointer?

@@ -15,7 +15,7 @@ extension HTTPServer {
     /// First access-handler call (the head): start the handler. Nothing is queued on this call.
     func dispatchStreaming(_ context: RequestContext, connection: OpaquePointer) -> MHD_Result {
         let room = answerHeadRoom(connection, context)
-        guard room >= Self.smallestAnswerRoom else { return queue(Self.headLeavesNoRoom, on: connection, daemon: context.daemon) }
+        guard room >= Self.smallestAnswerRoom else { return queue(Self.headLeavesNoRoom, on: connection, context: context) }
         let lock = lock(for: context)
         let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon, entry: context.connectionEntry)
         let request = ServerRequest(
@@ -107,7 +107,7 @@ extension HTTPServer {
         case .queue(let response):
             lock.unlock()
             wake?.resume()
-            return queue(response, on: connection, daemon: context.daemon)
+            return queue(response, on: connection, context: context)
         case .suspend:
             context.daemon.suspend(connection)
             context.daemon.suspensions.add(1, ordering: .relaxed)

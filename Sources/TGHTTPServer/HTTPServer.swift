@@ -259,7 +259,7 @@ public final class HTTPServer: @unchecked Sendable {
             item(.LISTEN_SOCKET, Int(socket)),
             item(.CONNECTION_LIMIT, perLoop),
             item(.CONNECTION_TIMEOUT, max(0, configuration.connectionTimeoutSeconds)),
-            item(.CONNECTION_MEMORY_LIMIT, max(8 * 1024, configuration.connectionMemoryLimit)),
+            item(.CONNECTION_MEMORY_LIMIT, connectionMemory),
             item(.URI_LOG_CALLBACK, uriLog, context),
             item(.NOTIFY_COMPLETED, completed, context),
             item(.EXTERNAL_LOGGER, logger, UnsafeMutableRawPointer(logTarget)),

@@ -50,7 +50,7 @@ public struct RequestFields: Sendable, Equatable {
         let trimmed = UnsafeRawBufferPointer(rebasing: value[start..<end])
         if FieldBytes.containsControl(trimmed) {
             storage.appendField(name, separator: "\0", trimmed) { bytes in
-                for index in bytes.indices where bytes[index] < 0x20 && bytes[index] != 0x09 || bytes[index] == 0x7F {
+                for index in bytes.indices where FieldBytes.isControl(bytes[index]) {
                     bytes[index] = 0x20
                 }
             }
