@@ -13,33 +13,9 @@ import Glibc
     /// must still drain and stop `serve`. Checked by hand through /proc: the child's main thread
     /// starts with SIGTERM blocked, and `serve` opens it once its signal handling is in place.
     @Test func serveStopsCleanlyOnSIGTERMEvenWhenStartedWithSignalsBlocked() async throws {
-        try await TestDatabase.withFreshDatabase { _, url async throws in
-            let environment = ["TOKENGATE_DATABASE_URL": url]
-            #expect(try await TokenGateProcess.run(["migrate"], environment: environment).status == 0)
-            let port = try freeLoopbackPort()
-            let output = FileManager.default.temporaryDirectory.appendingPathComponent("tg-serve-\(UUID().uuidString).log")
-            defer { try? FileManager.default.removeItem(at: output) }
-            let process = try await TokenGateProcess.start(
-                ["serve"],
-                environment: ["TOKENGATE_SERVER_PORT": String(port), "TOKENGATE_ADMIN_PORT": "0"].merging(environment) { $1 },
-                log: output,
-                blockingSignals: true
-            )
-            defer { kill(process.value.processIdentifier, SIGKILL) }
-            var healthy = false
-            for _ in 0..<100 where !healthy {
-                healthy = try await curl(["-f", "http://127.0.0.1:\(port)/healthz"]).exitCode == 0
-                if !healthy { try await Task.sleep(for: .milliseconds(100)) }
-            }
-            #expect(healthy)
-            kill(process.value.processIdentifier, SIGTERM)
-            let exited = try await offPool { () -> Int32? in
-                let deadline = Date().addingTimeInterval(10)
-                while process.value.isRunning, Date() < deadline { usleep(20_000) }
-                return process.value.isRunning ? nil : process.value.terminationStatus
-            }
-            #expect(exited == 0)
-            let log = String(decoding: FileManager.default.contents(atPath: output.path) ?? Data(), as: UTF8.self)
+        try await ServedProcess.run(blockingSignals: true) { served async throws in
+            #expect(try await served.terminate() == 0)
+            let log = served.log
             #expect(log.contains(#""signal":"SIGTERM""#))
             #expect(log.contains(#""message":"stopped""#))
         }
@@ -50,44 +26,71 @@ import Glibc
     /// Access-log lines wait in their loop's buffer (here up to a minute): SIGTERM drains the
     /// server and writes every one before `serve` exits.
     @Test func sigtermWritesEveryBufferedAccessLogLine() async throws {
-        try await TestDatabase.withFreshDatabase { _, url async throws in
-            let environment = ["TOKENGATE_DATABASE_URL": url]
-            #expect(try await TokenGateProcess.run(["migrate"], environment: environment).status == 0)
-            let port = try freeLoopbackPort()
-            let output = FileManager.default.temporaryDirectory.appendingPathComponent("tg-access-\(UUID().uuidString).log")
-            defer { try? FileManager.default.removeItem(at: output) }
-            let process = try await TokenGateProcess.start(
-                ["serve"],
-                environment: [
-                    "TOKENGATE_SERVER_PORT": String(port), "TOKENGATE_ADMIN_PORT": "0",
-                    "TOKENGATE_LOG_ACCESS_LOG_FLUSH_SECONDS": "60",
-                ].merging(environment) { $1 },
-                log: output
-            )
-            defer { kill(process.value.processIdentifier, SIGKILL) }
-            var healthy = false
-            for _ in 0..<100 where !healthy {
-                healthy = try await curl(["-f", "http://127.0.0.1:\(port)/healthz"]).exitCode == 0
-                if !healthy { try await Task.sleep(for: .milliseconds(100)) }
-            }
-            #expect(healthy)
+        try await ServedProcess.run(environment: ["TOKENGATE_LOG_ACCESS_LOG_FLUSH_SECONDS": "60"]) { served async throws in
             // Unknown paths: answered 404, and logged.
-            let paths = (0..<30).map { "http://127.0.0.1:\(port)/nothing-\($0)" }
+            let paths = (0..<30).map { "http://127.0.0.1:\(served.port)/nothing-\($0)" }
             _ = try await curl(["-o", "/dev/null"] + paths.flatMap { [$0, "-o", "/dev/null"] }.dropLast(2))
-            let before = String(decoding: FileManager.default.contents(atPath: output.path) ?? Data(), as: UTF8.self)
-            #expect(!before.contains(#""message":"request""#))
-            kill(process.value.processIdentifier, SIGTERM)
-            let exited = try await offPool { () -> Int32? in
-                let deadline = Date().addingTimeInterval(10)
-                while process.value.isRunning, Date() < deadline { usleep(20_000) }
-                return process.value.isRunning ? nil : process.value.terminationStatus
-            }
-            #expect(exited == 0)
-            let log = String(decoding: FileManager.default.contents(atPath: output.path) ?? Data(), as: UTF8.self)
-            let lines = log.split(separator: "\n").filter { $0.contains(#""message":"request""#) && $0.contains(#""route":"-""#) }
+            #expect(!served.log.contains(#""message":"request""#))
+            #expect(try await served.terminate() == 0)
+            let lines = served.log.split(separator: "\n").filter { $0.contains(#""message":"request""#) && $0.contains(#""route":"-""#) }
             #expect(lines.count == 30)
             #expect(lines.allSatisfy { $0.hasPrefix("{") && $0.hasSuffix("}") })
         }
+    }
+}
+
+/// `tokengate serve` as ops start it: a process of its own on a freshly migrated database and a
+/// free loopback port, its log in a file. What the tests of its signal handling share.
+struct ServedProcess {
+    let port: Int
+    let process: UncheckedProcess
+    let logFile: URL
+
+    /// Runs `body` once `serve` answers `/healthz`; the process is killed afterwards if it still
+    /// runs. `environment`: settings beside the database, port and admin port.
+    static func run(
+        environment extra: [String: String] = [:],
+        blockingSignals: Bool = false,
+        _ body: (ServedProcess) async throws -> Void
+    ) async throws {
+        try await TestDatabase.withFreshDatabase { _, url async throws in
+            let database = ["TOKENGATE_DATABASE_URL": url]
+            #expect(try await TokenGateProcess.run(["migrate"], environment: database).status == 0)
+            let port = try freeLoopbackPort()
+            let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("tg-serve-\(UUID().uuidString).log")
+            defer { try? FileManager.default.removeItem(at: logFile) }
+            let environment = ["TOKENGATE_SERVER_PORT": String(port), "TOKENGATE_ADMIN_PORT": "0"].merging(extra) { $1 }.merging(database) { $1 }
+            let process = try await TokenGateProcess.start(["serve"], environment: environment, log: logFile, blockingSignals: blockingSignals)
+            defer { kill(process.value.processIdentifier, SIGKILL) }
+            let served = ServedProcess(port: Int(port), process: process, logFile: logFile)
+            try #require(try await served.answersHealthz())
+            try await body(served)
+        }
+    }
+
+    /// Whether `/healthz` answers within 10 seconds.
+    func answersHealthz() async throws -> Bool {
+        for _ in 0..<100 {
+            if try await curl(["-f", "http://127.0.0.1:\(port)/healthz"]).exitCode == 0 { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return false
+    }
+
+    /// Sends SIGTERM; the exit status once the process ends, nil when it still runs 10 seconds later.
+    func terminate() async throws -> Int32? {
+        kill(process.value.processIdentifier, SIGTERM)
+        let process = process
+        return try await offPool { () -> Int32? in
+            let deadline = Date().addingTimeInterval(10)
+            while process.value.isRunning, Date() < deadline { usleep(20_000) }
+            return process.value.isRunning ? nil : process.value.terminationStatus
+        }
+    }
+
+    /// What the process has logged so far.
+    var log: String {
+        String(decoding: FileManager.default.contents(atPath: logFile.path) ?? Data(), as: UTF8.self)
     }
 }
 
