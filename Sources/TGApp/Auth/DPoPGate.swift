@@ -21,9 +21,11 @@ enum DPoPGate {
         do {
             guard let bound = try boundKey(session: session, isDPoP: token.isDPoP) else { return }
             guard let proof = try onlyProof(request) else { throw DPoPError(.invalidProof, "Send a DPoP proof in the DPoP header.") }
-            // Never on an event loop (a signature check and a statement). An async route's first
-            // job runs inline on the connection's loop until it first suspends, which a session
-            // from memory does not bring: the work then goes to a task of its own.
+            // Never on an event loop (a signature check and a statement). An async route's task
+            // prefers its connection's loop as executor (its first job runs there inline), and a
+            // session from memory brings no suspension that would leave it: for this work the
+            // task prefers the global concurrent executor instead (the same task: its
+            // cancellation and task-local values carry over; no task of its own is made).
             let loop = request.loop
             let method = request.method.rawValue
             let path = String(request.path)
@@ -36,7 +38,7 @@ enum DPoPGate {
                 try await dpop.recordProof(verified)
             }
             if loop?.inEventLoop == true {
-                try await Task.detached(operation: work).value
+                try await withTaskExecutorPreference(globalConcurrentExecutor) { try await work() }
             } else {
                 try await work()
             }
