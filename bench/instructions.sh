@@ -10,20 +10,24 @@
 # Starts a throwaway PostgreSQL, oidc-provider-mock, an nginx upstream, a release `tokengate serve`
 # under callgrind (with its instrumentation off until the load starts) and the floor under
 # callgrind, logs in once, warms the cached path, then for SECONDS (default 10) drives each with
-# `wrk -t1 -c4` on the cached proxied call (`GET /api/bench/hello`; the floor sends the fields
+# `wrk -t1 -c4` (CONNECTIONS) on the cached proxied call (`GET /api/bench/hello`; the floor sends the fields
 # TokenGate sends, bench/lib.sh), for TokenGate also with a DPoP-bound token (a fresh proof per
 # call, bench/dpop.lua) and on `/healthz`. Prints instructions per request by library
 # (`memset` apart: libmicrohttpd clears a connection's memory pool with `rep stosb`, which
 # callgrind counts per byte), and TokenGate's TOP (default 25) functions of its own by
 # instructions per request. Thread exits are left out (an idle worker thread's heap freed: time's
 # cost, not a request's) and their share is printed. KEEP_DUMPS=DIR keeps callgrind's dumps. TOKENGATE_BINARY=/path/to/tokengate
-# counts that build (an older one) instead of this tree's release build. Runs 50 times slower than
+# counts that build (an older one) instead of this tree's release build. CONNECTIONS and
+# ONLY_CACHED: below. Runs 50 times slower than
 # natively; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 seconds=${1:-10}
 top=${2:-25}
+# CONNECTIONS=1: one request at a time, so every request takes the same path through the loop's
+# wake-ups (with 4, how they batch varies the count by up to 2k): for comparing two builds.
+connections=${CONNECTIONS:-4}
 EXTRA_PACKAGES="nginx wrk valgrind" scripts/deps.sh
 
 # TOKENGATE_BINARY=/path/to/tokengate: that build (an older one, to compare) instead of this tree's.
@@ -68,7 +72,7 @@ count() {
     while [ $# -gt 0 ] && [ "$1" != -- ]; do options+=("$1"); shift; done
     callgrind_control --zero "$pid" >/dev/null 2>&1
     callgrind_control --instr=on "$pid" >/dev/null 2>&1
-    requests=$(wrk -t1 -c4 -d"${seconds}s" "${options[@]}" "$url" "$@" | awk '/requests in/ { print $1 }')
+    requests=$(wrk -t1 -c"$connections" -d"${seconds}s" "${options[@]}" "$url" "$@" | awk '/requests in/ { print $1 }')
     callgrind_control --instr=off "$pid" >/dev/null 2>&1
     callgrind_control --dump="$name" "$pid" >/dev/null 2>&1
     sleep 1
@@ -122,6 +126,12 @@ for _ in 1 2 3; do
     code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/bench/hello")
 done
 [ "$code" = 200 ] || { echo "bench: warm-up call answered $code" >&2; exit 1; }
+# ONLY_CACHED=1: TokenGate's cached call alone (with CONNECTIONS=1, to compare two builds).
+if [ "${ONLY_CACHED:-}" = 1 ]; then
+    echo "user-space instructions per request (callgrind), wrk -t1 -c$connections for ${seconds}s each"
+    count tokengate-cached $tg_pid "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token"
+    exit 0
+fi
 # A second session, bound to a DPoP key, and proofs for its calls (callgrind serves a few thousand
 # in SECONDS; each proof is sent once).
 key="$work/dpop-key.pem"
@@ -137,7 +147,7 @@ export $(floor_fields 127.0.0.1:$TG_PORT)
 PROXY_FLOOR_HEALTHZ_BODY=$healthz_body under_callgrind floor "http://127.0.0.1:$FLOOR_PORT/healthz" "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1
 floor_pid=$cg_pid
 
-echo "user-space instructions per request (callgrind), wrk -t1 -c4 for ${seconds}s each"
+echo "user-space instructions per request (callgrind), wrk -t1 -c$connections for ${seconds}s each"
 count tokengate-cached $tg_pid "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token"
 count tokengate-dpop $tg_pid "$dpop_url" -s bench/dpop.lua -- "$work/proofs" 1 "$bound" /api/bench/hello
 count floor-cached $floor_pid "http://127.0.0.1:$FLOOR_PORT/hello"
