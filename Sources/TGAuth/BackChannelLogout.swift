@@ -104,6 +104,6 @@ extension Logouts {
 
     /// The first 8 hex digits of the SHA-256 of `text`.
     static func hashPrefix(_ text: String) -> String {
-        Digest.sha256(Array(text.utf8)).prefix(4).map { String(format: "%02x", $0) }.joined()
+        Hex.lowercase(Digest.sha256(Array(text.utf8)).prefix(4))
     }
 }

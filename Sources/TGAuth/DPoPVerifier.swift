@@ -209,7 +209,8 @@ public final class DPoPVerifier: Sendable {
             if Syntax.isBase64URL(value) || value == UInt8(ascii: ".") || value == UInt8(ascii: "~") {
                 output.append(value)
             } else {
-                output += Array(String(format: "%%%02X", value).utf8)
+                output.append(UInt8(ascii: "%"))
+                output += Hex.uppercase(CollectionOfOne(value)).utf8
             }
             index += 3
         }

@@ -1,4 +1,5 @@
 public import Foundation
+import TGBase
 import TGPostgres
 
 /// The DPoP proofs accepted lately (`dpop_proofs`), shared by every instance: a proof is
@@ -26,7 +27,7 @@ public struct DPoPProofStore: Sendable {
             var k: String
             var e: Double
         }
-        let hex = proofs.map { proof in proof.key.map { String(format: "%02x", $0) }.joined() }
+        let hex = proofs.map { Hex.lowercase($0.key) }
         let rows = zip(hex, proofs).map { Row(k: $0, e: $1.until.timeIntervalSince1970) }
         let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
         let result = try await executor.query(

@@ -1,6 +1,7 @@
 import Foundation
 public import HTTPTypes
 import Synchronization
+import TGBase
 import TGCrypto
 import TGHTTPServer
 
@@ -151,7 +152,7 @@ public final class FakeGraphAPI: Sendable {
                 guard let stream = request.bodyStream, let body = try? await stream.collect(upTo: 256 << 20) else {
                     return ServerResponse(status: .badRequest, contentType: "application/json", body: #"{"error":{"code":"BadBody"}}"#)
                 }
-                let digest = Digest.sha256(body).map { String(format: "%02x", $0) }.joined()
+                let digest = Hex.lowercase(Digest.sha256(body))
                 self.uploadLog.withLock { $0.append((body.count, digest)) }
                 return Self.json(["bytes": body.count, "sha256": digest])
             }
