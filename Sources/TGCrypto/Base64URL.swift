@@ -50,23 +50,48 @@ public enum Base64URL {
     static func decode(utf8 input: [UInt8]) throws(CryptoError) -> [UInt8] {
         let remainder = input.count % 4
         guard remainder != 1 else { throw .malformed }
-        var output = [UInt8]()
-        output.reserveCapacity(input.count * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bitCount = 0
-        for character in input {
-            let value = values[Int(character)]
-            guard value != 0xFF else { throw .malformed }
-            accumulator = accumulator << 6 | UInt32(value)
-            bitCount += 6
-            if bitCount >= 8 {
-                bitCount -= 8
-                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bitCount)))
-                accumulator &= (1 << UInt32(bitCount)) - 1
+        // Four characters make three bytes; a tail of 2 or 3 characters makes 1 or 2. On the bytes
+        // in place (element by element through `Array` cost ~40 instructions a character).
+        let count = input.count / 4 * 3 + (remainder == 0 ? 0 : remainder - 1)
+        var valid = true
+        let output = values.withUnsafeBufferPointer { table in
+            input.withUnsafeBufferPointer { source in
+                [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                    // Every value in the alphabet is below 64; 0xFF (not in it) has the top bit set.
+                    func value(_ index: Int) -> UInt32 {
+                        let value = table[Int(source[index])]
+                        if value & 0x80 != 0 { valid = false }
+                        return UInt32(value)
+                    }
+                    var index = 0
+                    var written = 0
+                    while index + 4 <= source.count, valid {
+                        let group = value(index) << 18 | value(index + 1) << 12 | value(index + 2) << 6 | value(index + 3)
+                        buffer[written] = UInt8(truncatingIfNeeded: group >> 16)
+                        buffer[written + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                        buffer[written + 2] = UInt8(truncatingIfNeeded: group)
+                        index += 4
+                        written += 3
+                    }
+                    // Leftover bits (4 after two characters, 2 after three) must be zero: otherwise
+                    // several strings decode to the same bytes.
+                    if valid, remainder == 2 {
+                        let group = value(index) << 18 | value(index + 1) << 12
+                        if group & 0xFFFF != 0 { valid = false }
+                        buffer[written] = UInt8(truncatingIfNeeded: group >> 16)
+                        written += 1
+                    } else if valid, remainder == 3 {
+                        let group = value(index) << 18 | value(index + 1) << 12 | value(index + 2) << 6
+                        if group & 0xFF != 0 { valid = false }
+                        buffer[written] = UInt8(truncatingIfNeeded: group >> 16)
+                        buffer[written + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                        written += 2
+                    }
+                    initialized = written
+                }
             }
         }
-        // Leftover bits (2 or 4) must be zero: otherwise several strings decode to the same bytes.
-        guard accumulator == 0 else { throw .malformed }
+        guard valid else { throw .malformed }
         return output
     }
 }
