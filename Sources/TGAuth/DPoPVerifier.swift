@@ -210,7 +210,7 @@ public final class DPoPVerifier: Sendable {
                 output.append(value)
             } else {
                 output.append(UInt8(ascii: "%"))
-                output += Hex.uppercase(CollectionOfOne(value)).utf8
+                output += Hex.uppercase([value]).utf8
             }
             index += 3
         }

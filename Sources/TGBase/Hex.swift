@@ -3,24 +3,29 @@
 /// every DPoP proof is recorded under.
 public enum Hex {
     /// `bytes` in lowercase hexadecimal (`0a1b…`).
-    public static func lowercase(_ bytes: some Collection<UInt8>) -> String {
-        text(bytes, digits: lowercaseDigits)
+    public static func lowercase(_ bytes: [UInt8]) -> String {
+        bytes.withUnsafeBufferPointer { text($0, digits: lowercaseDigits) }
+    }
+
+    /// `bytes` in lowercase hexadecimal (`0a1b…`).
+    public static func lowercase(_ bytes: ArraySlice<UInt8>) -> String {
+        bytes.withUnsafeBufferPointer { text($0, digits: lowercaseDigits) }
     }
 
     /// `bytes` in uppercase hexadecimal (`0A1B…`), as percent-encoding writes them.
-    public static func uppercase(_ bytes: some Collection<UInt8>) -> String {
-        text(bytes, digits: uppercaseDigits)
+    public static func uppercase(_ bytes: [UInt8]) -> String {
+        bytes.withUnsafeBufferPointer { text($0, digits: uppercaseDigits) }
     }
 
-    private static func text(_ bytes: some Collection<UInt8>, digits: StaticString) -> String {
+    /// Not generic: a generic function called from another module walks its argument through
+    /// witness tables (~200 instructions a byte).
+    private static func text(_ bytes: UnsafeBufferPointer<UInt8>, digits: StaticString) -> String {
         let count = bytes.count * 2
         guard count > 0 else { return "" }
         return String(unsafeUninitializedCapacity: count) { buffer in
-            var index = 0
-            for byte in bytes {
-                buffer[index] = digits.utf8Start[Int(byte >> 4)]
-                buffer[index + 1] = digits.utf8Start[Int(byte & 0x0F)]
-                index += 2
+            for index in 0..<bytes.count {
+                buffer[2 * index] = digits.utf8Start[Int(bytes[index] >> 4)]
+                buffer[2 * index + 1] = digits.utf8Start[Int(bytes[index] & 0x0F)]
             }
             return count
         }

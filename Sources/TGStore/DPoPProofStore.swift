@@ -23,13 +23,15 @@ public struct DPoPProofStore: Sendable {
     /// `proofs`).
     public func record(_ proofs: [(key: [UInt8], until: Date)]) async throws -> [Bool] {
         guard !proofs.isEmpty else { return [] }
-        struct Row: Encodable {
-            var k: String
-            var e: Double
-        }
         let hex = proofs.map { Hex.lowercase($0.key) }
-        let rows = zip(hex, proofs).map { Row(k: $0, e: $1.until.timeIntervalSince1970) }
-        let json = String(decoding: try JSONEncoder().encode(rows), as: UTF8.self)
+        // `[{"k":"<hex>","e":<seconds>},…]`, written directly: hexadecimal digits and a finite
+        // number need no escaping (JSONEncoder cost ~28 000 instructions a batch).
+        var json = "["
+        for (index, proof) in proofs.enumerated() {
+            if index > 0 { json += "," }
+            json += #"{"k":""# + hex[index] + #"","e":"# + String(proof.until.timeIntervalSince1970) + "}"
+        }
+        json += "]"
         let result = try await executor.query(
             """
             INSERT INTO dpop_proofs (proof_key, expires_at)

@@ -13,7 +13,8 @@ import Testing
 
     @Test func bytesAreWrittenInOrderTwoDigitsEach() {
         #expect(Hex.lowercase([0x00, 0x0A, 0xFF, 0x7F, 0x80]) == "000aff7f80")
-        #expect(Hex.uppercase([0xDE, 0xAD, 0xBE, 0xEF][1...]) == "ADBEEF")
+        #expect(Hex.uppercase([0xAD, 0xBE, 0xEF]) == "ADBEEF")
+        #expect(Hex.lowercase([0xDE, 0xAD, 0xBE, 0xEF][1...]) == "adbeef")
         #expect(Hex.lowercase([UInt8]()) == "")
         let key = (0..<32).map { UInt8($0 * 7 & 0xFF) }
         #expect(Hex.lowercase(key) == key.map { String(format: "%02x", $0) }.joined())
