@@ -51,7 +51,7 @@ public final class DPoPVerifier: Sendable {
     public func verify(_ proof: String, for target: DPoPTarget, boundTo: String? = nil) throws(DPoPError) -> DPoPProof {
         let now = clock.now()
         guard proof.utf8.count <= 8192 else { throw .invalid("The DPoP header is not a compact JWS.") }
-        let segment = proof.utf8.firstIndex(of: UInt8(ascii: ".")).map { proof[..<$0] } ?? proof[...]
+        let segment = Self.headerPart(of: proof)
         let checked = headers.withLock { $0[segment] }
         let parsed = try? checked.map { try JWS(compactSerialization: proof, knownHeader: $0.header) } ?? JWS(compactSerialization: proof)
         guard let jws = parsed else { throw .invalid("The DPoP header is not a compact JWS.") }
@@ -92,6 +92,22 @@ public final class DPoPVerifier: Sendable {
             replayKey: DPoPReplayCache.Key(jkt: jkt, jti: claims.jti),
             acceptableUntil: Date(timeIntervalSince1970: claims.iat).addingTimeInterval(settings.proofMaxAge)
         )
+    }
+
+    /// The compact JWS's first part, up to its first `.` (all of it when there is none): found
+    /// with `memchr` on the string's UTF-8 in place (walking `String.UTF8View` cost ~11
+    /// instructions a byte, 6.8k for a proof with its key in the header).
+    static func headerPart(of proof: String) -> Substring {
+        let length = proof.utf8.withContiguousStorageIfAvailable { bytes -> Int? in
+            guard let base = bytes.baseAddress, let dot = memchr(base, Int32(UInt8(ascii: ".")), bytes.count) else { return nil }
+            return UnsafeRawPointer(dot) - UnsafeRawPointer(base)
+        }
+        switch length {
+        case .some(.some(let length)): return proof[..<proof.utf8.index(proof.utf8.startIndex, offsetBy: length)]
+        case .some(.none): return proof[...]
+        // Not stored contiguously (a bridged string; none on Linux).
+        case .none: return proof.utf8.firstIndex(of: UInt8(ascii: ".")).map { proof[..<$0] } ?? proof[...]
+        }
     }
 
     /// The claims of a proof (RFC 9449 §4.3 steps 9–12), checked against `target` and `now`.

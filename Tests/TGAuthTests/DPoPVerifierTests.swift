@@ -37,6 +37,18 @@ import Testing
         }
     }
 
+    /// The header part a proof's checked header is remembered under: up to the first `.`, or the
+    /// whole text without one, by bytes (a multi-byte character before the dot included).
+    @Test func theHeaderPartEndsAtTheFirstDotOrTheEnd() {
+        #expect(DPoPVerifier.headerPart(of: "eyJh.eyJi.c2ln") == "eyJh")
+        #expect(DPoPVerifier.headerPart(of: "no-dot-at-all") == "no-dot-at-all")
+        #expect(DPoPVerifier.headerPart(of: ".payload.sig") == "")
+        #expect(DPoPVerifier.headerPart(of: "") == "")
+        #expect(DPoPVerifier.headerPart(of: "é€.x") == "é€")
+        let long = String(repeating: "A", count: 5000) + "." + String(repeating: "B", count: 100)
+        #expect(DPoPVerifier.headerPart(of: long).utf8.count == 5000)
+    }
+
     @Test func aValidProofGivesItsKeysThumbprintAndIsNotRecordedByVerifying() throws {
         let verifier = try verifier()
         let proof = try proof()
