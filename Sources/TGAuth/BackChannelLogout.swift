@@ -104,6 +104,6 @@ extension Logouts {
 
     /// The first 8 hex digits of the SHA-256 of `text`.
     static func hashPrefix(_ text: String) -> String {
-        Hex.lowercase(Digest.sha256(Array(text.utf8)).prefix(4))
+        Hex.lowercase(Array(Digest.sha256(Array(text.utf8)).prefix(4)))
     }
 }

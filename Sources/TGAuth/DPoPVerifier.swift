@@ -98,16 +98,13 @@ public final class DPoPVerifier: Sendable {
     /// with `memchr` on the string's UTF-8 in place (walking `String.UTF8View` cost ~11
     /// instructions a byte, 6.8k for a proof with its key in the header).
     static func headerPart(of proof: String) -> Substring {
-        let length = proof.utf8.withContiguousStorageIfAvailable { bytes -> Int? in
+        var text = proof
+        let length = text.withUTF8 { bytes -> Int? in
             guard let base = bytes.baseAddress, let dot = memchr(base, Int32(UInt8(ascii: ".")), bytes.count) else { return nil }
             return UnsafeRawPointer(dot) - UnsafeRawPointer(base)
         }
-        switch length {
-        case .some(.some(let length)): return proof[..<proof.utf8.index(proof.utf8.startIndex, offsetBy: length)]
-        case .some(.none): return proof[...]
-        // Not stored contiguously (a bridged string; none on Linux).
-        case .none: return proof.utf8.firstIndex(of: UInt8(ascii: ".")).map { proof[..<$0] } ?? proof[...]
-        }
+        guard let length else { return proof[...] }
+        return proof[..<proof.utf8.index(proof.utf8.startIndex, offsetBy: length)]
     }
 
     /// The claims of a proof (RFC 9449 §4.3 steps 9–12), checked against `target` and `now`.
@@ -225,8 +222,8 @@ public final class DPoPVerifier: Sendable {
             if Syntax.isBase64URL(value) || value == UInt8(ascii: ".") || value == UInt8(ascii: "~") {
                 output.append(value)
             } else {
-                output.append(UInt8(ascii: "%"))
-                output += Hex.uppercase([value]).utf8
+                let digits = Hex.digits(value, uppercase: true)
+                output += [UInt8(ascii: "%"), digits.high, digits.low]
             }
             index += 3
         }

@@ -81,10 +81,10 @@ public enum FormURLEncoding {
                 UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
-                let digits = Array("0123456789ABCDEF".utf8)
+                let digits = Hex.digits(byte, uppercase: true)
                 out.unicodeScalars.append("%")
-                out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte >> 4)]))
-                out.unicodeScalars.append(Unicode.Scalar(digits[Int(byte & 0x0F)]))
+                out.unicodeScalars.append(Unicode.Scalar(digits.high))
+                out.unicodeScalars.append(Unicode.Scalar(digits.low))
             }
         }
         return out

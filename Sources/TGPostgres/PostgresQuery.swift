@@ -1,4 +1,5 @@
 public import Foundation
+import TGBase
 
 /// A statement and its parameters. Built by string interpolation, where every interpolated value
 /// becomes a bound parameter (`$1`, `$2`, …), never SQL text:
@@ -157,14 +158,7 @@ public struct PostgresBytes: PostgresEncodable, Equatable, Hashable {
     }
 
     public var postgresText: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text = [UInt8]("\\x".utf8)
-        text.reserveCapacity(2 + bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        "\\x" + Hex.lowercase(bytes)
     }
 }
 

@@ -1,3 +1,5 @@
+import TGBase
+
 /// The links to an API in one of its JSON bodies, made TokenGate's (``ProxyLocation``'s rule):
 /// a pure function of the body's bytes.
 ///
@@ -305,12 +307,12 @@ enum ProxyJSONLinks {
 
     /// `text` as a string literal, quotes included, escaped as `style` says.
     static func literal(_ text: [UInt8], style: Style) -> [UInt8] {
-        let digits = Array((style.lowercaseHex ? "0123456789abcdef" : "0123456789ABCDEF").utf8)
         var output: [UInt8] = [UInt8(ascii: "\"")]
         output.reserveCapacity(text.count + 8)
         func escape(_ unit: UInt16) {
-            output += [UInt8(ascii: "\\"), UInt8(ascii: "u")]
-            for shift in stride(from: 12, through: 0, by: -4) { output.append(digits[Int((unit >> UInt16(shift)) & 0xF)]) }
+            let high = Hex.digits(UInt8(unit >> 8), uppercase: !style.lowercaseHex)
+            let low = Hex.digits(UInt8(unit & 0xFF), uppercase: !style.lowercaseHex)
+            output += [UInt8(ascii: "\\"), UInt8(ascii: "u"), high.high, high.low, low.high, low.low]
         }
         func append(_ byte: UInt8) {
             if byte < 0x80, style.writesEscaped(byte) {
