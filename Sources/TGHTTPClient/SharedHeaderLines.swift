@@ -11,7 +11,8 @@ public final class SharedHeaderLines: @unchecked Sendable {
     let first: UnsafeMutablePointer<curl_slist>?
 
     public init(_ lines: HeaderLines) {
-        let made = Transfer.headerBlock(lines, then: nil)
+        var memory = HeaderBlockMemory()
+        let made = Transfer.headerBlock(lines, then: nil, in: &memory)
         block = made?.block
         first = made?.first
     }

@@ -27,6 +27,9 @@ final class Transfer: @unchecked Sendable {
     private var pendingLines: HeaderLines?
     /// The header list's nodes and text in one allocation, when built from ``HeaderLines``.
     private var headerBlock: UnsafeMutableRawPointer?
+    /// The memory the block is built in: the handle's, kept from its last request (see
+    /// ``EasyHandle``), and given back with it.
+    private var blockMemory: HeaderBlockMemory
     /// Lines many requests share, which the list ends with (see ``SharedHeaderLines``); kept
     /// until the transfer is done with them.
     private var sharedLines: SharedHeaderLines?
@@ -82,30 +85,33 @@ final class Transfer: @unchecked Sendable {
     let readsCompact: Bool
 
     init(mode: Mode, handles: EasyHandlePool, compact: Bool = false) throws {
-        guard let (handle, fresh) = handles.take(compact: compact) else {
+        guard var taken = handles.take(compact: compact) else {
             throw HTTPClientError(.transport, detail: "curl_easy_init failed")
         }
-        easy = handle.easy
-        errorBuffer = handle.errorBuffer
-        lastRequest = handle.last
-        readsCompact = handle.compact
-        needsCommonOptions = fresh
+        easy = taken.handle.easy
+        errorBuffer = taken.handle.errorBuffer
+        lastRequest = taken.handle.last
+        blockMemory = taken.handle.blockMemory
+        readsCompact = taken.handle.compact
+        needsCommonOptions = taken.fresh
         self.mode = mode
         self.handles = handles
         errorBuffer?[0] = 0
+        // Moved, not copied: the handle's buffer stays uniquely referenced, so the first header
+        // line fills it instead of copying it.
+        swap(&headBytes, &taken.handle.headBytes)
     }
 
     deinit {
         // The client removed the handle from its multi handle before releasing the transfer.
-        handles.give(
-            EasyHandle(easy: easy, errorBuffer: errorBuffer, compact: readsCompact, last: lastRequest),
-            reusable: !needsCommonOptions
-        )
-        if let headerBlock {
-            headerBlock.deallocate()
-        } else if let headerList, sharedLines == nil {
+        if headerBlock == nil, let headerList, sharedLines == nil {
             curl_slist_free_all(headerList)
         }
+        // The head's buffer goes back as it is (the next status line empties it, keeping its
+        // capacity; a relayed head that still holds it makes that line copy it instead).
+        var handle = EasyHandle(easy: easy, errorBuffer: errorBuffer, compact: readsCompact, last: lastRequest, blockMemory: blockMemory)
+        swap(&handle.headBytes, &headBytes)
+        handles.give(handle, reusable: !needsCommonOptions)
     }
 
     /// A line of the client's own (`Expect:` and the like). With caller-built lines pending it
@@ -170,24 +176,26 @@ final class Transfer: @unchecked Sendable {
     func finishHeaders() {
         guard let lines = pendingLines else { return }
         pendingLines = nil
-        let block = Self.headerBlock(lines, clientLines, then: sharedLines?.first)
+        let block = Self.headerBlock(lines, clientLines, then: sharedLines?.first, in: &blockMemory)
         clientLines = []
         headerBlock = block?.block
         headerList = block?.first ?? sharedLines?.first
     }
 
     /// `lines` and then `clientLines` as libcurl's list: the nodes and their text in one
-    /// allocation, the last node pointing to `next`. Nil when there is no line.
+    /// allocation, `memory`'s when it is large enough (else it is replaced by a larger one), the
+    /// last node pointing to `next`. Nil when there is no line.
     static func headerBlock(
         _ lines: HeaderLines,
         _ clientLines: ClientLines = [],
-        then next: UnsafeMutablePointer<curl_slist>?
+        then next: UnsafeMutablePointer<curl_slist>?,
+        in memory: inout HeaderBlockMemory
     ) -> (block: UnsafeMutableRawPointer, first: UnsafeMutablePointer<curl_slist>)? {
         let count = lines.lineCount + clientLines.count
         guard count > 0 else { return nil }
         let nodeBytes = count * MemoryLayout<curl_slist>.stride
         let textBytes = lines.storage.count + clientLines.byteCount
-        let block = UnsafeMutableRawPointer.allocate(byteCount: nodeBytes + textBytes, alignment: MemoryLayout<curl_slist>.alignment)
+        let block = memory.bytes(nodeBytes + textBytes)
         let text = (block + nodeBytes).bindMemory(to: CChar.self, capacity: textBytes)
         lines.storage.withUnsafeBytes { UnsafeMutableRawPointer(text).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         var end = lines.storage.count

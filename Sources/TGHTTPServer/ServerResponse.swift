@@ -29,14 +29,16 @@ public struct ServerResponse: Sendable {
     public var requestID: String?
     public var body: Body
 
-    public init(status: HTTPResponse.Status, headerFields: HTTPFields = [:], body: Body = .bytes([])) {
+    /// `headerFields` defaults to `HTTPFields()`, not `[:]`: the literal reserves capacity for
+    /// its no elements, an array allocation per answer.
+    public init(status: HTTPResponse.Status, headerFields: HTTPFields = HTTPFields(), body: Body = .bytes([])) {
         self.status = status
         self.headerFields = headerFields
         self.body = body
     }
 
     /// A response with a UTF-8 text body and the given content type.
-    public init(status: HTTPResponse.Status, contentType: String, body: String, headerFields: HTTPFields = [:]) {
+    public init(status: HTTPResponse.Status, contentType: String, body: String, headerFields: HTTPFields = HTTPFields()) {
         var fields = headerFields
         fields[.contentType] = contentType
         self.init(status: status, headerFields: fields, body: .bytes(Array(body.utf8)))

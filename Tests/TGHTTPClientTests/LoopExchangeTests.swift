@@ -145,6 +145,59 @@ import Testing
         await second.shutdown()
     }
 
+    /// A handle lent again keeps the memory of its last request's header list and of the head it
+    /// last received: each request still sends exactly its own lines, and each answer's fields
+    /// are its own, whether longer or shorter than the last (the same handle every time: one
+    /// connection).
+    @Test func aReusedHandleSendsItsOwnHeaderLinesAndReadsItsOwnAnswerWhateverTheLastOnesLength() async throws {
+        // Answers with a field per `X-Test-N` line received, in order: `X-Answer-N: <value>`.
+        let upstream = try Self.upstream { request in
+            var fields = HTTPFields()
+            for field in request.head.headerFields where field.name.canonicalName.hasPrefix("x-test-") {
+                fields.append(HTTPField(name: HTTPField.Name("X-Answer-" + field.name.canonicalName.dropFirst(7))!, value: field.value))
+            }
+            return .response(ServerResponse(status: .ok, headerFields: fields))
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.allowPlainHTTPToLoopbackForTesting = true
+        configuration.maxConnections = 1
+        let client = HTTPClient(configuration: configuration)
+        for (round, count) in [1, 12, 0, 3, 12, 2].enumerated() {
+            let sent = (0..<count).map { line in
+                (name: "X-Test-\(line)", value: String(repeating: Character(UnicodeScalar(97 + (round + line) % 26)!), count: 20 + 40 * line))
+            }
+            var lines = HeaderLines()
+            for line in sent {
+                let appended = lines.append(name: line.name, value: line.value)
+                #expect(appended)
+            }
+            let request = LoopRequest(method: "GET", scheme: "http", authority: "127.0.0.1:\(upstream.port)", path: "/", headers: lines)
+            let answered: [(String, String)] = try await withCheckedThrowingContinuation { continuation in
+                _ = client.loop.execute {
+                    do {
+                        let exchange = try client.startOnLoop(request, headTimeout: .seconds(5), idleTimeout: .seconds(5))
+                        exchange.onHead = { [exchange] result in
+                            _ = exchange
+                            switch result {
+                            case .success(let head):
+                                let fields = head.parse().headerFields.filter { $0.name.canonicalName.hasPrefix("x-answer-") }
+                                continuation.resume(returning: fields.map { (String($0.name.canonicalName.dropFirst(9)), $0.value) })
+                            case .failure(let error):
+                                continuation.resume(throwing: error)
+                            }
+                        }
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+            }
+            #expect(answered.map(\.0) == sent.map { String($0.name.dropFirst(7)) }, "round \(round)")
+            #expect(answered.map(\.1) == sent.map(\.value), "round \(round)")
+        }
+        client.shutdown()
+        await upstream.shutdown()
+    }
+
     /// The loop remembers the origin its last call went to (so it is not checked on every call),
     /// but every call's path is still checked, and another origin is checked again in full.
     @Test func callsAfterAnAllowedOneAreCheckedAsTheFirstWas() async throws {

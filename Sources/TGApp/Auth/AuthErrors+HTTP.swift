@@ -25,7 +25,7 @@ extension OAuthError: HTTPResponseError {
 
 extension AuthProblem: HTTPResponseError {
     public func response() -> ServerResponse {
-        var fields: HTTPFields = [:]
+        var fields = HTTPFields()
         if let retryAfter { fields[.retryAfter] = String(retryAfter) }
         let status: HTTPResponse.Status
         switch code {

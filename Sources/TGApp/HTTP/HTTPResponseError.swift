@@ -26,7 +26,7 @@ public struct Problem: HTTPResponseError, Equatable {
         code: String,
         title: String? = nil,
         detail: String,
-        headerFields: HTTPFields = [:],
+        headerFields: HTTPFields = HTTPFields(),
         members: [String: String] = [:]
     ) {
         self.status = status
