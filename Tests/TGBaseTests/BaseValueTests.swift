@@ -95,4 +95,30 @@ import Testing
         let none = buffer.withUnsafeMutableBytes { queue.read(into: $0) }
         #expect(none == 0)
     }
+
+    /// Chunks of every size appended between reads of every size, past the batch in which spent
+    /// chunks are dropped: the bytes read and then taken are the bytes appended, in order.
+    @Test func bytesComeOutAsTheyWentInWhateverTheChunksAndReadsSizes() {
+        var queue = ChunkQueue()
+        var appended: [UInt8] = []
+        var out: [UInt8] = []
+        var state: UInt32 = 7
+        func next(_ bound: Int) -> Int {
+            state = state &* 1_103_515_245 &+ 12345
+            return Int(state >> 16) % bound
+        }
+        for round in 0..<400 {
+            for _ in 0..<next(4) {
+                let chunk = (0..<next(9)).map { _ in UInt8(truncatingIfNeeded: appended.count + Int(state)) }
+                appended.append(contentsOf: chunk)
+                queue.append(chunk)
+            }
+            var buffer = [UInt8](repeating: 0, count: next(10))
+            let copied = buffer.withUnsafeMutableBytes { queue.read(into: $0) }
+            out.append(contentsOf: buffer[..<copied])
+            #expect(queue.count == appended.count - out.count, "round \(round)")
+        }
+        out.append(contentsOf: queue.takeAll())
+        #expect(out == appended && queue.isEmpty)
+    }
 }
