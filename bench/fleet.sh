@@ -6,7 +6,8 @@
 #   bench/fleet.sh rolling              rolling restarts (SIGTERM) and a key rotation under load (~2 min)
 #   bench/fleet.sh soak [MINUTES]       steady load on 2 instances, sampled; fails on a slope past its bound (10)
 #   bench/fleet.sh smoke [SECONDS]      the load on 3 instances without a fault (30)
-#   bench/fleet.sh client               the provider refuses TokenGate's client twice, then takes it (~4 min)
+#   bench/fleet.sh client [SECONDS]     the provider refuses TokenGate's client twice for SECONDS each (45),
+#                                       then takes it for as long again (~4 min; CI: 30, ~3 min)
 #
 # Builds TokenGate as bench/lib.sh does (release, Swift's runtime linked statically) unless
 # TOKENGATE_BINARY names one. FLEET_DEVICES sets the number of devices (rolling, soak: 24;
@@ -15,14 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 
-scenario=${1:?usage: bench/fleet.sh rolling | soak [MINUTES] | smoke [SECONDS] | client}
+scenario=${1:?usage: bench/fleet.sh rolling | soak [MINUTES] | smoke [SECONDS] | client [SECONDS]}
 amount=${2:-}
 case "$scenario" in
 rolling) limit=900 ;;
 client) limit=900 ;;
 soak) limit=$(awk -v m="${amount:-10}" 'BEGIN { print int(m * 60) + 600 }') ;;
 smoke) limit=$(awk -v s="${amount:-30}" 'BEGIN { print int(s) + 300 }') ;;
-*) echo "usage: bench/fleet.sh rolling | soak [MINUTES] | smoke [SECONDS] | client" >&2; exit 2 ;;
+*) echo "usage: bench/fleet.sh rolling | soak [MINUTES] | smoke [SECONDS] | client [SECONDS]" >&2; exit 2 ;;
 esac
 
 if [ -z "${TOKENGATE_BINARY:-}" ]; then

@@ -274,7 +274,7 @@ def main(argv: list) -> int:
     import argparse
     parser = argparse.ArgumentParser(prog="fleet", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenario", choices=["rolling", "soak", "smoke", "client"])
-    parser.add_argument("amount", nargs="?", type=float, help="soak: minutes; smoke: seconds")
+    parser.add_argument("amount", nargs="?", type=float, help="soak: minutes; smoke: seconds; client: seconds of each outage")
     parser.add_argument("--devices", type=int)
     parser.add_argument("--every", type=float, default=10, help="soak: seconds between samples")
     args = parser.parse_args(argv)
@@ -282,7 +282,8 @@ def main(argv: list) -> int:
         return rolling(devices=args.devices or 24)
     if args.scenario == "client":
         from .provider_faults import client
-        return client(devices=args.devices or 24)
+        # An outage of 30 s still reaches the 16 s backoff window; the recovery is as long.
+        return client(devices=args.devices or 24, outage=args.amount or 45, recovery=args.amount or 45)
     if args.scenario == "soak":
         return soak(minutes=args.amount or 10, devices=args.devices or 24, every=args.every)
     return smoke(seconds=args.amount or 30, devices=args.devices or 12)
