@@ -17,7 +17,7 @@ public import TGEventLoop
 public final class HTTPClient: @unchecked Sendable {
     // Invariants: `multi` is used only on the event thread, except `curl_multi_wakeup`, which libcurl
     // documents as callable from any thread. `commands` and `stopping` are only accessed with
-    // `lock` held. `active`, `sockets`, `timer`, `timeoutDue` and `lastLoopOrigin` are only touched
+    // `lock` held. `active`, `sockets`, `timer`, `headTimer`, `timeoutDue` and `lastLoopOrigin` are only touched
     // on the event thread.
     public struct Configuration: Sendable {
         /// Connections at most per host (0: no limit).
@@ -67,6 +67,8 @@ public final class HTTPClient: @unchecked Sendable {
     /// How many transfers are in the multi handle (event thread).
     var transfersInFlight: Int { active.count }
     var timer: EventLoopTimer?
+    /// Fires at the earliest head deadline of the transfers in flight (see `watchHead`).
+    private var headTimer: EventLoopTimer?
     /// Every upstream socket in the loop's epoll set, watched or parked (see `HTTPClient+Sockets`).
     var sockets: [Int32: CurlSocket] = [:]
     var timeoutDue = false
@@ -265,6 +267,8 @@ public final class HTTPClient: @unchecked Sendable {
         }
         timer?.cancel()
         timer = nil
+        headTimer?.cancel()
+        headTimer = nil
         timeoutDue = false
         curl_multi_cleanup(multi)
         loop.removePreWaitHook(hookToken)
@@ -303,6 +307,42 @@ public final class HTTPClient: @unchecked Sendable {
             transfer.pausedForWrite = false
             transfer.pausedForRead = false
             curl_easy_pause(transfer.easy, curlPauseContinue)
+        }
+    }
+
+    /// On the loop: the head of `transfer`, about to be added, is due at `deadline`. One timer
+    /// watches every head (a timer per call cost an allocation and two moves in the loop's heap):
+    /// it is set for the earliest deadline, which a client whose calls share a timeout only ever
+    /// sets when it is not waiting already.
+    func watchHead(of transfer: Transfer, until deadline: Int64) {
+        transfer.headDeadline = deadline
+        let timer: EventLoopTimer
+        if let headTimer {
+            timer = headTimer
+        } else {
+            // Unowned: `stopOnLoop` cancels the timer before the client can go.
+            timer = loop.makeTimer { [unowned(unsafe) self] in self.expireLateHeads() }
+            headTimer = timer
+        }
+        if !timer.isScheduled || deadline < timer.deadline { timer.schedule(at: deadline) }
+    }
+
+    /// Expires the transfers whose head is past its deadline, and sets the timer for the next.
+    private func expireLateHeads() {
+        let now = EventLoop.now()
+        var next = Int64.max
+        var late: [Transfer] = []
+        for transfer in active where transfer.headDeadline != 0 {
+            if transfer.headDeadline <= now {
+                late.append(transfer)
+            } else {
+                next = min(next, transfer.headDeadline)
+            }
+        }
+        if next != .max { headTimer?.schedule(at: next) }
+        for transfer in late {
+            transfer.headDeadline = 0
+            if case .onLoop(let exchange) = transfer.mode { exchange.expire() }
         }
     }
 

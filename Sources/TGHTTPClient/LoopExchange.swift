@@ -33,7 +33,6 @@ public final class LoopExchange: @unchecked Sendable {
     /// The most body bytes libcurl handed over at once: at most its read buffer's size (see
     /// ``EasyHandlePool``).
     private(set) var largestPiece: Int32 = 0
-    private var headTimer: EventLoopTimer?
     /// Armed once the head is in and the body still arriving.
     private var idle: IdleDeadline?
     let idleTimeout: Int64
@@ -101,19 +100,17 @@ public final class LoopExchange: @unchecked Sendable {
 
     // MARK: From the transfer (loop thread)
 
+    /// The head must arrive within `headTimeout`: the client's one timer for the heads of all its
+    /// exchanges watches it (no timer per call), and expires the exchange when it is late.
     func started(headTimeout: Duration) {
-        let deadline = EventLoop.now() + EventLoop.nanoseconds(headTimeout)
-        // A strong capture (the exchange itself is the closure's context: no allocation, no weak
-        // reference table): the cycle ends when the timer fires or is cancelled, which the head's
-        // arrival, the transfer's end and `cancel()` all do, and a loop that ends lets go of it.
-        headTimer = client.loop.schedule(at: deadline) { self.expire() }
+        guard let transfer else { return }
+        client.watchHead(of: transfer, until: EventLoop.now() + EventLoop.nanoseconds(headTimeout))
     }
 
     func deliverHead(_ head: RawHead) {
         guard !headArrived else { return }
         headArrived = true
-        headTimer?.cancel()
-        headTimer = nil
+        transfer?.headDeadline = 0
         if !ended, failure == nil {
             idle = IdleDeadline(
                 timeout: idleTimeout,
@@ -167,16 +164,15 @@ public final class LoopExchange: @unchecked Sendable {
         waker()
     }
 
-    private func expire() {
-        headTimer = nil
+    /// The head or the body was too late: the transfer stops with ``HTTPClientError/timeout``.
+    func expire() {
         guard let transfer else { return }
         self.transfer = nil
         client.cancelOnLoop(transfer, error: .timeout)
     }
 
     private func stopTimers() {
-        headTimer?.cancel()
-        headTimer = nil
+        transfer?.headDeadline = 0
         idle?.stop()
         idle = nil
     }

@@ -67,6 +67,9 @@ final class Transfer: @unchecked Sendable {
     var idleTimeout: Int64 = 0
     /// Its index in the client's active transfers; -1 when not among them (loop thread only).
     var activeIndex = -1
+    /// On the loop: when its exchange's head is due (``HTTPClient/watchHead(of:until:)``); 0 once
+    /// it arrived, or for none.
+    var headDeadline: Int64 = 0
     var idle: IdleDeadline?
 
     private struct Waiters {

@@ -287,6 +287,44 @@ import Testing
         await upstream.shutdown()
     }
 
+    /// One timer watches the heads of all a client's exchanges: a short head deadline started
+    /// after a long one still expires at its own time, a head that arrived never expires, the
+    /// timer is set again after it fired, and the long one expires at its own time too.
+    @Test func eachLateHeadExpiresAtItsOwnDeadlineWhateverTheOthersAre() async throws {
+        let gate = TestGate()
+        let upstream = try Self.upstream { request in
+            if request.head.path == "/fast" { return .response(ServerResponse(status: .ok)) }
+            return .async { _ in
+                await gate.wait()
+                return ServerResponse(status: .ok)
+            }
+        }
+        let client = testClient()
+        let clock = ContinuousClock()
+        // How long the head took to fail with a timeout (nil: it arrived, or failed otherwise).
+        @Sendable func timedOut(_ path: String, _ timeout: Duration) async -> Duration? {
+            let started = clock.now
+            do {
+                _ = try await ExchangeReader.start(client, get(upstream.port, path), headTimeout: timeout, idleTimeout: .seconds(10))
+                return nil
+            } catch {
+                return error as? HTTPClientError == .timeout ? clock.now - started : nil
+            }
+        }
+        let long = Task { await timedOut("/long", .seconds(3)) }
+        try await Task.sleep(for: .milliseconds(100))
+        let short = await timedOut("/short", .milliseconds(300))
+        #expect(short.map { $0 >= .milliseconds(250) && $0 < .milliseconds(1500) } == true, "\(String(describing: short))")
+        #expect(await timedOut("/fast", .milliseconds(300)) == nil)
+        let again = await timedOut("/short-again", .milliseconds(300))
+        #expect(again.map { $0 >= .milliseconds(250) && $0 < .milliseconds(1500) } == true, "\(String(describing: again))")
+        let longTook = await long.value
+        #expect(longTook.map { $0 >= .milliseconds(2900) && $0 < .seconds(5) } == true, "\(String(describing: longTook))")
+        gate.open()
+        client.shutdown()
+        await upstream.shutdown()
+    }
+
     @Test func anUpstreamGoingQuietMidBodyIsCutAtTheIdleTimeout() async throws {
         let gate = TestGate()
         let upstream = try Self.upstream { _ in answerThatGoesQuiet(until: gate) }
