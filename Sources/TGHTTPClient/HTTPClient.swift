@@ -168,7 +168,7 @@ public final class HTTPClient: @unchecked Sendable {
         timeout: Duration,
         maxResponseBodySize: Int? = nil
     ) async throws -> HTTPClientResponse {
-        let transfer = try Transfer(mode: .buffered(limit: maxResponseBodySize ?? configuration.maxResponseBodySize), handles: handles)
+        let transfer = try Transfer(bufferLimit: maxResponseBodySize ?? configuration.maxResponseBodySize, handles: handles)
         try prepare(transfer, request, body: body.map { .bytes($0) } ?? .none, timeout: timeout)
         let (head, body) = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -342,7 +342,7 @@ public final class HTTPClient: @unchecked Sendable {
         if next != .max { headTimer?.schedule(at: next) }
         for transfer in late {
             transfer.headDeadline = 0
-            if case .onLoop(let exchange) = transfer.mode { exchange.expire() }
+            (transfer as? LoopExchange)?.expire()
         }
     }
 

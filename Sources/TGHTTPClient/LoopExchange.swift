@@ -1,15 +1,18 @@
+import CCurl
 import TGBase
 import TGEventLoop
 
 /// One request sent from the client's loop thread, answered there: the head (or the failure
 /// before it) through ``onHead``, then the body read with ``read(into:)`` as it arrives,
 /// with back-pressure (the transfer pauses above 256 KiB buffered). No task, no lock, no hop:
-/// for a caller that is itself on the loop (an HTTP server's connection on the same loop).
+/// for a caller that is itself on the loop (an HTTP server's connection on the same loop). The
+/// exchange is its transfer (one object a call); its easy handle goes back to the pool when the
+/// transfer ends, while the exchange may live on until its body is read.
 ///
 /// Deadlines: the head must arrive within the head timeout; after it, the body may go quiet
 /// for at most the idle timeout while the reader keeps up. Time the transfer spends paused
 /// because the reader is behind does not count (a slow reader's download is never cut).
-public final class LoopExchange: @unchecked Sendable {
+public final class LoopExchange: Transfer, @unchecked Sendable {
     // Invariant: every member is used only on the client's loop thread (libcurl calls back there,
     // and callers must be there).
 
@@ -19,14 +22,12 @@ public final class LoopExchange: @unchecked Sendable {
     public var onHead: ((Result<RawHead, HTTPClientError>) -> Void)?
 
     let client: HTTPClient
-    var transfer: Transfer?
-    private var body = ChunkQueue()
-    var buffered: Int { body.count }
+    private var queue = ChunkQueue()
+    var buffered: Int { queue.count }
     private var failure: HTTPClientError?
     private var waker: (() -> Void)?
     // The flags and `largestPiece` share one word: an exchange lives as long as its call,
-    // thousands at once under a burst, so it is kept within the allocator's 160-byte size class
-    // (docs/architecture.md, "Memory under a burst").
+    // thousands at once under a burst (docs/architecture.md, "Memory under a burst").
     private var ended = false
     private var paused = false
     private var headArrived = false
@@ -34,14 +35,15 @@ public final class LoopExchange: @unchecked Sendable {
     /// ``EasyHandlePool``).
     private(set) var largestPiece: Int32 = 0
     /// Armed once the head is in and the body still arriving.
-    private var idle: IdleDeadline?
-    let idleTimeout: Int64
+    private var bodyIdle: IdleDeadline?
+    let bodyIdleTimeout: Int64
 
     static let highWater = 256 * 1024
 
-    init(client: HTTPClient, idleTimeout: Duration) {
+    init(client: HTTPClient, idleTimeout: Duration, handles: EasyHandlePool, compact: Bool = false) throws {
         self.client = client
-        self.idleTimeout = EventLoop.nanoseconds(idleTimeout)
+        bodyIdleTimeout = EventLoop.nanoseconds(idleTimeout)
+        try super.init(bufferLimit: 0, handles: handles, compact: compact)
     }
 
     /// Whether the body is all here (nothing more will arrive).
@@ -50,7 +52,7 @@ public final class LoopExchange: @unchecked Sendable {
     /// Every buffered byte, for a body known to be complete and small.
     public func takeAll() -> [UInt8] {
         // A small answer is usually one chunk: handed over as it is.
-        body.takeAll()
+        queue.takeAll()
     }
 
     /// What a read of the body gave.
@@ -68,11 +70,11 @@ public final class LoopExchange: @unchecked Sendable {
             if let failure { return .failed(failure) }
             return ended ? .end : .wait
         }
-        let copied = body.read(into: buffer)
-        if paused, buffered <= Self.highWater / 2, let transfer {
+        let copied = queue.read(into: buffer)
+        if paused, buffered <= Self.highWater / 2, activeIndex >= 0 {
             paused = false
-            idle?.moved()
-            client.resumeOnLoop(transfer)
+            bodyIdle?.moved()
+            client.resumeOnLoop(self)
         }
         return .bytes(copied)
     }
@@ -91,29 +93,31 @@ public final class LoopExchange: @unchecked Sendable {
         onHead = nil
         waker = nil
         stopTimers()
-        if let transfer {
-            self.transfer = nil
-            client.cancelOnLoop(transfer)
-        }
-        body.removeAll()
+        client.cancelOnLoop(self)
+        queue.removeAll()
     }
 
-    // MARK: From the transfer (loop thread)
+    // MARK: As the transfer (loop thread)
 
     /// The head must arrive within `headTimeout`: the client's one timer for the heads of all its
     /// exchanges watches it (no timer per call), and expires the exchange when it is late.
     func started(headTimeout: Duration) {
-        guard let transfer else { return }
-        client.watchHead(of: transfer, until: EventLoop.now() + EventLoop.nanoseconds(headTimeout))
+        client.watchHead(of: self, until: EventLoop.now() + EventLoop.nanoseconds(headTimeout))
     }
 
-    func deliverHead(_ head: RawHead) {
+    override func deliverHead() {
+        super.deliverHead()
+        handOver(receivedHead)
+    }
+
+    /// The head, to the caller (once).
+    private func handOver(_ head: RawHead) {
         guard !headArrived else { return }
         headArrived = true
-        transfer?.headDeadline = 0
+        headDeadline = 0
         if !ended, failure == nil {
-            idle = IdleDeadline(
-                timeout: idleTimeout,
+            bodyIdle = IdleDeadline(
+                timeout: bodyIdleTimeout,
                 on: client.loop,
                 isPaused: { [weak self] in self?.paused ?? false },
                 expire: { [weak self] in self?.expire() }
@@ -125,25 +129,42 @@ public final class LoopExchange: @unchecked Sendable {
     }
 
     /// Body bytes from libcurl: kept, or refused with a pause when the reader is behind.
-    func offer(_ data: UnsafeBufferPointer<UInt8>) -> Bool {
+    override func receiveBody(_ data: UnsafeBufferPointer<UInt8>) -> Int {
         guard buffered <= Self.highWater else {
             paused = true
-            return false
+            pausedForWrite = true
+            return Int(CURL_WRITEFUNC_PAUSE)
         }
-        body.append(Array(data))
+        queue.append(Array(data))
         largestPiece = max(largestPiece, Int32(clamping: data.count))
-        idle?.moved()
+        bodyIdle?.moved()
         wake()
-        return true
+        return data.count
+    }
+
+    override func finish(_ result: CURLcode, error override: HTTPClientError? = nil) {
+        stopSending()
+        let error = outcome(result, override)
+        let head = receivedHead
+        // Out of the multi handle and done with it: the handle serves the next call now, though
+        // this exchange may live on until its body is read.
+        giveBackHandle()
+        finished(error, head: head)
+    }
+
+    override func fail(_ error: HTTPClientError) {
+        uploadChannel?.finish(error: error)
+        let head = receivedHead
+        giveBackHandle()
+        finished(error, head: head)
     }
 
     /// The transfer ended: `error` nil for a complete body.
-    func finished(_ error: HTTPClientError?, head: RawHead) {
-        transfer = nil
+    private func finished(_ error: HTTPClientError?, head: RawHead) {
         stopTimers()
         if let error {
             failure = error
-            body.removeAll()
+            queue.removeAll()
             if !headArrived {
                 headArrived = true
                 let callback = onHead
@@ -153,7 +174,7 @@ public final class LoopExchange: @unchecked Sendable {
             }
         } else {
             ended = true
-            if !headArrived { deliverHead(head) }
+            if !headArrived { handOver(head) }
         }
         wake()
     }
@@ -166,15 +187,13 @@ public final class LoopExchange: @unchecked Sendable {
 
     /// The head or the body was too late: the transfer stops with ``HTTPClientError/timeout``.
     func expire() {
-        guard let transfer else { return }
-        self.transfer = nil
-        client.cancelOnLoop(transfer, error: .timeout)
+        client.cancelOnLoop(self, error: .timeout)
     }
 
     private func stopTimers() {
-        transfer?.headDeadline = 0
-        idle?.stop()
-        idle = nil
+        headDeadline = 0
+        bodyIdle?.stop()
+        bodyIdle = nil
     }
 }
 
@@ -200,20 +219,23 @@ extension HTTPClient {
         wholeBodyUpTo: Int = 0
     ) throws -> LoopExchange {
         precondition(loop.inEventLoop, "startOnLoop must be called on the client's loop")
-        let exchange = LoopExchange(client: self, idleTimeout: idleTimeout)
-        let transfer = try Transfer(mode: .onLoop(exchange), handles: handles, compact: transfersInFlight >= configuration.compactReadsAbove)
-        transfer.holdHeadUpTo = min(wholeBodyUpTo, LoopExchange.highWater)
-        try prepare(transfer, request, body: body, timeout: nil)
-        exchange.transfer = transfer
+        let exchange = try LoopExchange(
+            client: self,
+            idleTimeout: idleTimeout,
+            handles: handles,
+            compact: transfersInFlight >= configuration.compactReadsAbove
+        )
+        exchange.holdHeadUpTo = min(wholeBodyUpTo, LoopExchange.highWater)
+        try prepare(exchange, request, body: body, timeout: nil)
         if case .stream = body {
             // A streamed body may take longer than the head timeout to send: the exchange may go
             // quiet for at most `idleTimeout` instead, time spent waiting for the body's producer
             // not counted.
-            transfer.idleTimeout = EventLoop.nanoseconds(idleTimeout)
+            exchange.idleTimeout = EventLoop.nanoseconds(idleTimeout)
         } else {
             exchange.started(headTimeout: headTimeout)
         }
-        submit(.add(transfer))
+        submit(.add(exchange))
         return exchange
     }
 }

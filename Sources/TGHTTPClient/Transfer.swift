@@ -5,23 +5,24 @@ public import HTTPTypes
 import Synchronization
 
 /// One request in flight: its easy handle and everything libcurl reads or writes through
-/// callbacks. Created on the caller's task, then owned by the event thread once added.
-final class Transfer: @unchecked Sendable {
+/// callbacks. Created on the caller's task, then owned by the event thread once added. As it is,
+/// a transfer keeps the whole body for ``HTTPClient/send(_:body:timeout:maxResponseBodySize:)``;
+/// ``LoopExchange``, the one subclass, is a transfer driven and read on the client's loop (one
+/// object for both: no second allocation, no reference from one to the other). Public only as
+/// that class's superclass: nothing of it is.
+public class Transfer: @unchecked Sendable {
     // Invariants:
     // - `easy`, `headerList`, `errorBuffer`, and the response-parsing fields (`status`,
     //   `headerFields`, `body`, `tooLarge`, `headDelivered`) are used during setup on the
     //   submitting task, then only on the event thread (libcurl calls callbacks there).
     // - `waiters` (the continuation, `finished`, `cancelRequested`) is a Mutex: no lock object
     //   per transfer; the continuation is resumed exactly once.
-    enum Mode {
-        /// The whole body kept, for ``HTTPClient/send(_:body:timeout:maxResponseBodySize:)``.
-        case buffered(limit: Int)
-        /// Driven and read on the client's loop (see ``LoopExchange``).
-        case onLoop(LoopExchange)
-    }
+    // - After ``giveBackHandle()`` (the transfer is out of the multi handle and done) nothing
+    //   touches `easy` or `errorBuffer`: another transfer may have the handle.
 
     let easy: OpaquePointer
-    let mode: Mode
+    /// The largest body kept (a buffered transfer's).
+    let bufferLimit: Int
     private(set) var headerList: UnsafeMutablePointer<curl_slist>?
     /// Lines waiting to become `headerBlock` (see ``useHeaderLines(_:)``).
     private var pendingLines: HeaderLines?
@@ -87,7 +88,7 @@ final class Transfer: @unchecked Sendable {
     /// Its handle reads the response in ``EasyHandlePool/compactReadBufferSize`` pieces.
     let readsCompact: Bool
 
-    init(mode: Mode, handles: EasyHandlePool, compact: Bool = false) throws {
+    init(bufferLimit: Int, handles: EasyHandlePool, compact: Bool = false) throws {
         guard var taken = handles.take(compact: compact) else {
             throw HTTPClientError(.transport, detail: "curl_easy_init failed")
         }
@@ -97,7 +98,7 @@ final class Transfer: @unchecked Sendable {
         blockMemory = taken.handle.blockMemory
         readsCompact = taken.handle.compact
         needsCommonOptions = taken.fresh
-        self.mode = mode
+        self.bufferLimit = bufferLimit
         self.handles = handles
         errorBuffer?[0] = 0
         // Moved, not copied: the handle's buffer stays uniquely referenced, so the first header
@@ -107,9 +108,22 @@ final class Transfer: @unchecked Sendable {
 
     deinit {
         // The client removed the handle from its multi handle before releasing the transfer.
+        giveBackHandle()
+    }
+
+    private var handleGiven = false
+
+    /// Gives the easy handle (with its header list's memory and head buffer) back to the pool,
+    /// once: at the end of an exchange on the loop, whose object may live on while its body is
+    /// read, or else when the transfer goes.
+    func giveBackHandle() {
+        guard !handleGiven else { return }
+        handleGiven = true
         if headerBlock == nil, let headerList, sharedLines == nil {
             curl_slist_free_all(headerList)
         }
+        headerBlock = nil
+        headerList = nil
         // The head's buffer goes back as it is (the next status line empties it, keeping its
         // capacity; a relayed head that still holds it makes that line copy it instead).
         var handle = EasyHandle(easy: easy, errorBuffer: errorBuffer, compact: readsCompact, last: lastRequest, blockMemory: blockMemory)
@@ -258,14 +272,19 @@ final class Transfer: @unchecked Sendable {
     /// call waits for the end).
     func deliverHead() {
         headDelivered = true
-        if case .onLoop(let exchange) = mode {
-            exchange.deliverHead(RawHead(status: status, bytes: headBytes, facts: headFacts))
-        }
+    }
+
+    /// The head as received so far.
+    var receivedHead: RawHead { RawHead(status: status, bytes: headBytes, facts: headFacts) }
+
+    /// The transfer's end as an error, nil for a complete body (`override` decides when given).
+    func outcome(_ result: CURLcode, _ override: HTTPClientError?) -> HTTPClientError? {
+        override ?? (tooLarge ? .responseTooLarge : result == CURLE_OK ? nil : HTTPClientError.from(result, detail: failureDetail(result)))
     }
 
     /// What went wrong in libcurl's words: the message it left in the error buffer, else (a
     /// compact handle has none) the code's text and the system's error of the last socket call.
-    private func failureDetail(_ result: CURLcode) -> String {
+    func failureDetail(_ result: CURLcode) -> String {
         if let errorBuffer, errorBuffer[0] != 0 { return String(cString: errorBuffer) }
         var text = String(cString: curl_easy_strerror(result))
         var systemError = 0
@@ -277,17 +296,7 @@ final class Transfer: @unchecked Sendable {
 
     /// The transfer ended (event thread): resume whoever waits, exactly once.
     func finish(_ result: CURLcode, error override: HTTPClientError? = nil) {
-        idle?.stop()
-        idle = nil
-        // A producer still writing the request body stops (its write throws `cancelled`).
-        uploadChannel?.finish(error: HTTPClientError.cancelled)
-        if case .onLoop(let exchange) = mode {
-            let error: HTTPClientError? =
-                override
-                ?? (tooLarge ? .responseTooLarge : result == CURLE_OK ? nil : HTTPClientError.from(result, detail: failureDetail(result)))
-            exchange.finished(error, head: RawHead(status: status, bytes: headBytes, facts: headFacts))
-            return
-        }
+        stopSending()
         let (completion, cancelled): (CheckedContinuation<(RawHead, [UInt8]), any Error>?, Bool) = waiters.withLock {
             guard !$0.finished else { return (nil, false) }
             $0.finished = true
@@ -311,16 +320,20 @@ final class Transfer: @unchecked Sendable {
             completion?.resume(throwing: error)
             return
         }
-        completion?.resume(returning: (RawHead(status: status, bytes: headBytes, facts: headFacts), body))
+        completion?.resume(returning: (receivedHead, body))
+    }
+
+    /// The transfer's own deadline stops, and a producer still writing the request body stops
+    /// (its write throws `cancelled`).
+    func stopSending() {
+        idle?.stop()
+        idle = nil
+        uploadChannel?.finish(error: HTTPClientError.cancelled)
     }
 
     /// Fails a transfer that never reached libcurl (refused, or the client shut down).
     func fail(_ error: HTTPClientError) {
         uploadChannel?.finish(error: error)
-        if case .onLoop(let exchange) = mode {
-            exchange.finished(error, head: RawHead(status: status, bytes: headBytes, facts: headFacts))
-            return
-        }
         let completion = waiters.withLock {
             $0.finished = true
             let taken = $0.completion
@@ -372,22 +385,14 @@ final class Transfer: @unchecked Sendable {
             && line[3] == UInt8(ascii: "P") && line[4] == UInt8(ascii: "/")
     }
 
-    /// Body bytes: kept (buffered), or handed to the exchange on the loop, or refused with a pause
-    /// when its reader is behind.
+    /// Body bytes, kept up to the limit (an exchange on the loop hands them to its reader).
     func receiveBody(_ data: UnsafeBufferPointer<UInt8>) -> Int {
-        switch mode {
-        case .buffered(let limit):
-            guard body.count + data.count <= limit else {
-                tooLarge = true
-                return 0
-            }
-            body.append(contentsOf: data)
-            return data.count
-        case .onLoop(let exchange):
-            if exchange.offer(data) { return data.count }
-            pausedForWrite = true
-            return Int(CURL_WRITEFUNC_PAUSE)
+        guard body.count + data.count <= bufferLimit else {
+            tooLarge = true
+            return 0
         }
+        body.append(contentsOf: data)
+        return data.count
     }
 
     /// Request body bytes for libcurl.

@@ -46,7 +46,7 @@ import Testing
         private func start(_ index: Int, port: UInt16) throws {
             let request = LoopRequest(method: "GET", scheme: "http", authority: "127.0.0.1:\(port)", path: "/", headers: HeaderLines())
             let exchange = try client.startOnLoop(request, headTimeout: .seconds(10), idleTimeout: .seconds(10))
-            calls.append(Call(compact: exchange.transfer?.readsCompact ?? false))
+            calls.append(Call(compact: exchange.readsCompact))
             exchanges.append(exchange)
             exchange.onHead = { result in
                 switch result {
@@ -126,8 +126,8 @@ import Testing
                 do {
                     let request = LoopRequest(method: "GET", scheme: "http", authority: "127.0.0.1:1", path: "/", headers: HeaderLines())
                     let exchange = try client.startOnLoop(request, headTimeout: .seconds(5), idleTimeout: .seconds(5))
-                    #expect(exchange.transfer?.readsCompact == true)
-                    #expect(exchange.transfer?.errorBuffer == nil)
+                    #expect(exchange.readsCompact)
+                    #expect(exchange.errorBuffer == nil)
                     exchange.onHead = { result in
                         if case .failure(let error) = result { continuation.resume(returning: error) } else { continuation.resume(returning: nil) }
                     }
