@@ -291,7 +291,15 @@ extension HTTPClient {
 
     /// The request target of a clean path: up to its fragment, which goes no further.
     static func target(_ path: String) -> String {
-        path.utf8.firstIndex(of: UInt8(ascii: "#")).map { String(path[..<$0]) } ?? path
+        // `memchr` on the bytes in place (the view's `firstIndex` walked them by index, ~200
+        // instructions for a short path, on every call).
+        var path = path
+        let end = path.withUTF8 { bytes -> Int? in
+            guard let base = bytes.baseAddress, let found = memchr(base, Int32(UInt8(ascii: "#")), bytes.count) else { return nil }
+            return UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
+        }
+        guard let end else { return path }
+        return String(decoding: path.utf8.prefix(end), as: UTF8.self)
     }
 
     /// No space, control byte or DEL in `text` (nor `refused`, if given). On the bytes in place:

@@ -117,8 +117,8 @@ final class ProxyCall: @unchecked Sendable {
 
     /// `{base path}{path}?{query}`.
     private func upstreamPath() -> String {
-        var path = upstream.basePath
-        path += target.rawPath
+        // Most APIs have no base path: the target's path as it is, without an append.
+        var path = upstream.basePath.isEmpty ? target.rawPath : upstream.basePath + target.rawPath
         if let query = request.rawQuery {
             path += "?"
             path += query
