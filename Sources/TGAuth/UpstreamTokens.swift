@@ -38,6 +38,8 @@ public final class UpstreamTokens: Sendable {
     let metrics: AuthMetrics
     let logger: Logger
     let refreshes = SingleFlight<String, UpstreamAccessToken>()
+    /// Refreshes under way in this instance, a background one included until it has returned.
+    public var refreshesInFlight: Int { refreshes.count }
     /// Grants this instance knows to be in their refresh backoff window.
     let refreshBackoff = BackoffWindows<UUID>()
     /// Providers this instance knows to be failing as a whole, until their next attempt.

@@ -33,6 +33,10 @@ public final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Send
         flights.withLock { $0[key] != nil }
     }
 
+    /// Flights under way (a flight stays until its work has returned: after what it stored, the
+    /// caller that joins it meanwhile hears its outcome).
+    public var count: Int { flights.withLock { $0.count } }
+
     /// The task in flight for `key`, started now if there was none; whether it was there.
     private func flight(_ key: Key, _ work: @escaping @Sendable () async throws -> Value) -> (Task<Value, any Error>, Bool) {
         flights.withLock { flights -> (Task<Value, any Error>, Bool) in

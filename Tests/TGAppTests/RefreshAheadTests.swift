@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import TGAppTesting
+import TGAuth
 import TGPostgres
 import TGTesting
 import Testing
@@ -59,6 +60,9 @@ import Testing
             try await eventually("the provider's refusal is recorded") {
                 try await harness.count("SELECT count(*) AS n FROM upstream_grants WHERE refresh_retry_at IS NOT NULL") == 1
             }
+            // The background refresh is over, not only its refusal stored: a call that came while
+            // it was still returning would join it and hear its outcome instead of refreshing.
+            try await eventually("the refresh ahead has returned") { harness.auth.upstream.refreshesInFlight == 0 }
             for _ in 0..<5 { #expect(try await harness.get("/api/graph/me", bearer: token).status == 200) }
             #expect(harness.fake.refreshCount == before + 1, "asked again within the provider's Retry-After")
             // Past the Retry-After and within the margin: the call refreshes, and waits for it.
