@@ -349,7 +349,8 @@ public final class EventLoopTimer {
 struct TimerHeap {
     /// Each timer with its deadline, compared without touching the object. The heap owns one
     /// reference to each timer, taken in `push` and given back when it leaves, so moving timers
-    /// around the heap costs no reference counting (every proxied call schedules and cancels one).
+    /// around the heap costs no reference counting (a streamed answer's idle deadline comes and
+    /// goes with each such call).
     private var items: [(deadline: Int64, timer: Unmanaged<EventLoopTimer>)] = []
 
     var isEmpty: Bool { items.isEmpty }
