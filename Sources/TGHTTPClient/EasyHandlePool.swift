@@ -34,6 +34,9 @@ final class EasyHandlePool: @unchecked Sendable {
         self.capacity = capacity
     }
 
+    /// Handles of both kinds waiting to be lent.
+    var spareCount: Int { lock.withLock { spare.count + spareCompact.count } }
+
     deinit {
         for handle in spare + spareCompact { Self.destroy(handle) }
     }
@@ -95,8 +98,9 @@ struct EasyHandle {
     /// next one sets only what changes (each `curl_easy_setopt` costs; a string option is copied).
     var last = LastRequest()
     /// The memory of its last request's header list and the buffer its last response head was
-    /// kept in (emptied), for the next request: two allocations a call fewer. A spare handle
-    /// keeps about a kilobyte of them; a handle lent out needs both anyway.
+    /// kept in (emptied by the next head's status line), for the next request: two allocations a
+    /// call fewer. A spare handle keeps about a kilobyte of them; a handle lent out needs both
+    /// anyway.
     var blockMemory = HeaderBlockMemory()
     var headBytes: [UInt8] = []
 }

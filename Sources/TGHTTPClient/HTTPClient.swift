@@ -340,10 +340,7 @@ public final class HTTPClient: @unchecked Sendable {
             }
         }
         if next != .max { headTimer?.schedule(at: next) }
-        for transfer in late {
-            transfer.headDeadline = 0
-            (transfer as? LoopExchange)?.expire()
-        }
+        for transfer in late { (transfer as? LoopExchange)?.expire() }
     }
 
     /// Takes `transfer` out of ``active`` (the last one moves into its place); false if it was

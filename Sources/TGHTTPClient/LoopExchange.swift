@@ -144,23 +144,20 @@ public final class LoopExchange: Transfer, @unchecked Sendable {
 
     override func finish(_ result: CURLcode, error override: HTTPClientError? = nil) {
         stopSending()
-        let error = outcome(result, override)
-        let head = receivedHead
-        // Out of the multi handle and done with it: the handle serves the next call now, though
-        // this exchange may live on until its body is read.
-        giveBackHandle()
-        finished(error, head: head)
+        transferEnded(outcome(result, override))
     }
 
     override func fail(_ error: HTTPClientError) {
         uploadChannel?.finish(error: error)
-        let head = receivedHead
-        giveBackHandle()
-        finished(error, head: head)
+        transferEnded(error)
     }
 
-    /// The transfer ended: `error` nil for a complete body.
-    private func finished(_ error: HTTPClientError?, head: RawHead) {
+    /// The transfer ended (`error` nil for a complete body), out of the multi handle: the handle
+    /// goes back to serve the next call now, though this exchange may live on until its body is
+    /// read; then the head or the failure goes to the caller.
+    private func transferEnded(_ error: HTTPClientError?) {
+        let head = receivedHead
+        giveBackHandle()
         stopTimers()
         if let error {
             failure = error

@@ -287,6 +287,20 @@ import Testing
         await upstream.shutdown()
     }
 
+    /// The exchange is its transfer's object, but the easy handle goes back to the pool when the
+    /// transfer ends, not when the exchange goes: an exchange still held (its body not yet read
+    /// out) keeps no handle from the next call.
+    @Test func anEndedTransfersHandleIsBackInThePoolWhileItsExchangeLivesOn() async throws {
+        let upstream = try Self.upstream { _ in .response(ServerResponse(status: .ok, body: .bytes(Array("hello".utf8)))) }
+        let client = testClient()
+        let reader = try await ExchangeReader.start(client, get(upstream.port, "/"), idleTimeout: .seconds(10), wholeBodyUpTo: 64)
+        #expect(reader.completeAtHead)
+        #expect(client.handles.spareCount == 1)
+        #expect(try await reader.collect(upTo: 64) == Array("hello".utf8))
+        client.shutdown()
+        await upstream.shutdown()
+    }
+
     /// One timer watches the heads of all a client's exchanges: a short head deadline started
     /// after a long one still expires at its own time, a head that arrived never expires, the
     /// timer is set again after it fired, and the long one expires at its own time too.
