@@ -52,8 +52,12 @@ warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWar
 
 RETRYABLE = {502, 503, 504}
 # TokenGate forces an upstream refresh after an API's 401 at most once per account every 30 s and
-# otherwise passes the 401 on (docs/proxy.md): a device makes one such call per 35 s at most.
+# otherwise passes the 401 on (docs/proxy.md): a device makes one such call per 35 s at most,
+# counted from when TokenGate forced its refresh. That is the forced call itself when it was
+# answered; when it was not (a 503 in a failover's window), TokenGate forces the refresh at the
+# device's next API call that finds the token revoked, so the spacing counts from that call's answer.
 FORCED_SPACING = 35.0
+API_KINDS = {"api", "api_slow", "api_post", "api_forced"}
 TRANSFER_GRANT = "urn:tokengate:params:oauth:grant-type:transfer-code"
 
 
@@ -184,6 +188,7 @@ class Device:
         self.checks = []  # (due, kind, access token, refresh token): old credentials that must be dead
         self.logins = 0
         self.forced_at = -FORCED_SPACING
+        self.forced_pending = False  # a forced call went unanswered: its refresh is still to come
         self.recent = []  # the last answers: (wall time, kind, status, instance), kept with each failure
 
     # HTTP.
@@ -205,6 +210,9 @@ class Device:
                 self.load.fail(self, kind, "failed", method, path, None, "", f"{type(error).__name__}: {error}")
                 return None
             self.load.sample(kind, time.monotonic() - started)
+            if kind in API_KINDS and self.forced_pending:
+                self.forced_at = time.monotonic()
+                self.forced_pending = answer.status_code not in expect
             upstream = answer.headers.get("X-Fleet-Upstream")
             self.recent.append((round(time.time(), 3), kind, answer.status_code, upstream))
             del self.recent[:-8]
@@ -329,8 +337,9 @@ class Device:
             self.request("me", "GET", "/auth/me", {200}, retry=False, headers=self.bearer())
         elif action == "api_forced" and now - self.forced_at >= FORCED_SPACING:
             self.forced_at = now
-            self.request("api_forced", "GET", f"/api/{UPSTREAM}/items/forced?invalidate={uuid.uuid4().hex}", {200},
-                         retry=False, headers=self.bearer())
+            if self.request("api_forced", "GET", f"/api/{UPSTREAM}/items/forced?invalidate={uuid.uuid4().hex}", {200},
+                            retry=False, headers=self.bearer()) is None:
+                self.forced_pending = True
         elif action in ("api", "api_forced"):
             # One in five takes the API a while: requests in flight when an instance drains.
             slow = f"?delay_ms={self.random.randrange(200, 800)}" if self.random.random() < 0.2 else ""
