@@ -40,9 +40,10 @@ let connectionNotifyCallback:
                 guard let connection else { return }
                 let socket = CShims_MHD_connection_fd(connection)
                 var counted: PeerAddress?
+                let peer = PeerAddress(CShims_MHD_client_address(connection))
+                let text = peer.text
                 if let perIP = server.perIP {
-                    let peer = PeerAddress(CShims_MHD_client_address(connection))
-                    if server.configuration.perIPConnectionLimitExempt?(peer.text ?? "") != true {
+                    if server.configuration.perIPConnectionLimitExempt?(text ?? "") != true {
                         counted = peer
                         if !perIP.opened(peer) {
                             // Over the limit: closed at once (libmicrohttpd sees the socket fail).
@@ -51,7 +52,8 @@ let connectionNotifyCallback:
                         }
                     }
                 }
-                let entry = HeadDeadlines.Entry(socket: socket, since: HeadDeadlines.now(), peer: counted)
+                let address = text.map(PeerAddress.text) ?? .unknown
+                let entry = HeadDeadlines.Entry(socket: socket, since: HeadDeadlines.now(), peer: counted, address: address)
                 server.heads.opened(entry)
                 socketContext.pointee = Unmanaged.passRetained(entry).toOpaque()
             default:
@@ -213,7 +215,7 @@ extension HTTPServer {
             target: context.target,
             fields: context.fields,
             body: context.body,
-            peer: PeerAddress(CShims_MHD_client_address(connection)),
+            peer: context.connectionEntry?.address ?? PeerAddress(CShims_MHD_client_address(connection)),
             loop: context.daemon.loop,
             connectionMemo: context.connectionEntry?.memo,
             answerHeadRoom: room

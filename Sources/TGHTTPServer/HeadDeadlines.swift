@@ -37,11 +37,15 @@ final class HeadDeadlines: @unchecked Sendable {
         let bodyWindowBytes = Atomic<Int>(0)
         /// What a handler remembers from one of the connection's requests for the next.
         let memo = ConnectionMemo()
+        /// The peer's address as text, formatted once for all of the connection's requests
+        /// (`.unknown` when libmicrohttpd did not give one).
+        let address: PeerAddress
 
-        init(socket: Int32, since: Int64, peer: PeerAddress? = nil) {
+        init(socket: Int32, since: Int64, peer: PeerAddress? = nil, address: PeerAddress = .unknown) {
             self.socket = socket
             self.since = Atomic(since)
             self.peer = peer
+            self.address = address
         }
 
         /// A request body starts arriving (or resumes after a pause of the server's making).
