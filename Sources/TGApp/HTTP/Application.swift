@@ -87,17 +87,19 @@ public final class Application: Sendable {
         // Monotonic nanoseconds: what the metrics take, without `Duration` arithmetic per request.
         let started = EventLoop.now()
         // The client address is settled once: the handler, the metrics and the log all use it.
-        var info = RequestInfo(
-            requestID: Self.requestID(from: request.fields.first(Self.requestIDField)),
-            clientAddress: clientAddress(request)
-        )
+        let requestID = Self.requestID(from: request.fields.first(Self.requestIDField))
+        let clientAddress = clientAddress(request)
         switch router.match(request.method, path: request.path) {
         case .notFound:
+            let info = RequestInfo(requestID: requestID, clientAddress: clientAddress)
             return .response(finish(Problem.notFound().response(), request, info, .unmatched, started))
         case .methodNotAllowed(let allowed):
+            let info = RequestInfo(requestID: requestID, clientAddress: clientAddress)
             return .response(finish(Problem.methodNotAllowed(allowed).response(), request, info, .unmatched, started))
         case .found(let route, let parameters):
-            info.parameters = parameters
+            // Made once with its parameters and handed on as it is (set afterwards, it was copied
+            // into the call and destroyed twice on every call).
+            let info = RequestInfo(requestID: requestID, parameters: parameters, clientAddress: clientAddress)
             // The route's policy, before its handler: the rate limit here (from memory when it
             // can tell, else from the shared bucket below), the session below.
             // Buckets are per client key (an IPv6 client's /64), the log keeps the address.
@@ -121,7 +123,7 @@ public final class Application: Sendable {
                 if let limiter, let wait = limiter.local.admit(key) {
                     return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
                 }
-                let call = LoopCall(app: self, handler: handler, request: request, info: info, route: route.name, started: started)
+                let call = LoopCall(app: self, handler: handler, request: request, info: consume info, route: route.name, started: started)
                 return .deferred { [call] responder in call.start(responder) }
             case .async(let handler):
                 let session = route.policy.session
