@@ -21,6 +21,15 @@ public struct RequestFields: Sendable, Equatable {
     public private(set) var hasConnectionField = false
     /// A `Cookie` field is among them (libmicrohttpd parses each cookie into a record of its own).
     public private(set) var hasCookieField = false
+    /// Where the first field of each name in ``indexedNames`` starts in `storage`, noted as fields
+    /// are added, so the names read on every call are found without a walk: 0 none, `offset + 1`,
+    /// or ``walkForIt`` for a field too far into a very large head. Two bytes each, in the
+    /// padding after the flags: a request's context keeps within its size class
+    /// (``RequestContext``).
+    private var firstAuthorization: UInt16 = 0
+    private var firstRequestID: UInt16 = 0
+    private var firstTransferEncoding: UInt16 = 0
+    private static let walkForIt = UInt16.max
 
     public init() {}
 
@@ -48,6 +57,7 @@ public struct RequestFields: Sendable, Equatable {
         // as long as their call, thousands at once under a burst).
         if storage.capacity == 0 { storage.reserveCapacity(224) }
         let trimmed = UnsafeRawBufferPointer(rebasing: value[start..<end])
+        let mark = storage.count < Int(Self.walkForIt) - 1 ? UInt16(storage.count + 1) : Self.walkForIt
         if FieldBytes.containsControl(trimmed) {
             storage.appendField(name, separator: "\0", trimmed) { bytes in
                 for index in bytes.indices where FieldBytes.isControl(bytes[index]) {
@@ -60,7 +70,51 @@ public struct RequestFields: Sendable, Equatable {
         count += 1
         if name.count == 10, Self.equalsIgnoringCase(name, "connection") { hasConnectionField = true }
         if name.count == 6, Self.equalsIgnoringCase(name, "cookie") { hasCookieField = true }
+        noteIndexed(name, mark)
         return true
+    }
+
+    /// The names whose first field is found without a walk (``first(_:)``, ``withFirst(_:_:)``,
+    /// ``contains(_:)``): what every request (its id), every proxied call (its bearer token) and
+    /// every request's end (a chunked body) reads.
+    static let indexedNames: [HTTPField.Name] = [.authorization, HTTPField.Name("X-Request-ID")!, .transferEncoding]
+
+    /// Notes a field (`mark`: its place as the fields above keep it) when it is the first of an
+    /// indexed name.
+    private mutating func noteIndexed(_ name: UnsafeRawBufferPointer, _ mark: UInt16) {
+        switch name.count {
+        case 13 where firstAuthorization == 0 && Self.equalsIgnoringCase(name, "authorization"): firstAuthorization = mark
+        case 12 where firstRequestID == 0 && Self.equalsIgnoringCase(name, "x-request-id"): firstRequestID = mark
+        case 17 where firstTransferEncoding == 0 && Self.equalsIgnoringCase(name, "transfer-encoding"): firstTransferEncoding = mark
+        default: break
+        }
+    }
+
+    /// For an indexed name: where its first field starts (nil: there is none); `.none` for any
+    /// other name, or one whose first field lies too far in (the fields must be walked).
+    private func indexedStart(_ name: HTTPField.Name) -> Int?? {
+        // By length first: most names asked for are told apart without comparing strings.
+        let mark: UInt16
+        let canonical = name.canonicalName
+        switch canonical.utf8.count {
+        case 13 where canonical == "authorization": mark = firstAuthorization
+        case 12 where canonical == "x-request-id": mark = firstRequestID
+        case 17 where canonical == "transfer-encoding": mark = firstTransferEncoding
+        default: return .none
+        }
+        if mark == Self.walkForIt { return .none }
+        return .some(mark == 0 ? nil : Int(mark) - 1)
+    }
+
+    /// The value of the field starting at `start` in place.
+    private func withValue<R>(at start: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try storage.withUnsafeBufferPointer { bytes in
+            // A noted field lies within the bytes, its name and value each ending in a NUL.
+            let base = bytes.baseAddress!
+            let text = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
+            let valueStart = start + strlen(text + start) + 1
+            return try body(UnsafeBufferPointer(start: base + valueStart, count: strlen(text + valueStart)))
+        }
     }
 
     /// Each field's name (as sent) and value, in order; the buffers live for the call only.
@@ -73,6 +127,9 @@ public struct RequestFields: Sendable, Equatable {
 
     /// The value of the first field named `name`, as `HTTPField.value` reads it.
     public func first(_ name: HTTPField.Name) -> String? {
+        if case .some(let start) = indexedStart(name) {
+            return start.map { withValue(at: $0) { String(decoding: $0, as: UTF8.self) } }
+        }
         var found: String?
         forValues(of: name) { value in
             found = String(decoding: value, as: UTF8.self)
@@ -86,6 +143,11 @@ public struct RequestFields: Sendable, Equatable {
     /// (not generic: the caller keeps what it reads, without a generic call across modules).
     @discardableResult
     public func withFirst(_ name: HTTPField.Name, _ body: (UnsafeBufferPointer<UInt8>) throws -> Void) rethrows -> Bool {
+        if case .some(let start) = indexedStart(name) {
+            guard let start else { return false }
+            try withValue(at: start, body)
+            return true
+        }
         var found = false
         try forValues(of: name) { value in
             found = true
@@ -97,6 +159,7 @@ public struct RequestFields: Sendable, Equatable {
 
     /// Whether a field named `name` is there.
     public func contains(_ name: HTTPField.Name) -> Bool {
+        if case .some(let start) = indexedStart(name) { return start != nil }
         var found = false
         forValues(of: name) { _ in
             found = true

@@ -107,4 +107,46 @@ import Testing
         #expect(RequestFields([.cookie: "a=1"]).hasCookieField)
         #expect(!RequestFields().hasCookieField)
     }
+
+    /// What a walk would find, for a name's first field: the indexed names answer without one.
+    func walked(_ fields: RequestFields, _ name: String) -> String? {
+        var found: String?
+        fields.forEachField { fieldName, value in
+            if found == nil, String(decoding: fieldName, as: UTF8.self).lowercased() == name.lowercased() {
+                found = String(decoding: value, as: UTF8.self)
+            }
+        }
+        return found
+    }
+
+    @Test func theFirstFieldOfAnIndexedNameIsTheOneAWalkFindsWhateverItsCaseItsPlaceAndItsRepeats() {
+        let names = RequestFields.indexedNames.map(\.rawName)
+        #expect(Set(names.map { $0.lowercased() }) == ["authorization", "x-request-id", "transfer-encoding"])
+        let cases: [[(String, String)]] = [
+            [],
+            [("Host", "a"), ("authorization", "Bearer one"), ("AUTHORIZATION", "Bearer two"), ("x-request-id", " id-1 ")],
+            [("X-Request-Id", "first"), ("Transfer-Encoding", "chunked"), ("X-Request-ID", "second"), ("Authorization", "")],
+            [("Bad Name", "x"), ("Authorizatio", "near"), ("Authorizationn", "near"), ("Transfer-Encoding", "a\u{0}b")],
+        ]
+        for pairs in cases {
+            let fields = made(pairs)
+            for name in names {
+                let fieldName = HTTPField.Name(name)!
+                #expect(fields.first(fieldName) == walked(fields, name), "\(name) in \(pairs)")
+                #expect(fields.contains(fieldName) == (walked(fields, name) != nil))
+                var inPlace: String?
+                let found = fields.withFirst(fieldName) { inPlace = String(decoding: $0, as: UTF8.self) }
+                #expect(found == (inPlace != nil) && inPlace == walked(fields, name))
+            }
+        }
+    }
+
+    @Test func anIndexedFieldFarIntoAVeryLargeHeadIsFoundByAWalk() {
+        // Past the two-byte places the fields note: found as any other field is.
+        let filler = (0..<70).map { ("X-Filler-\($0)", String(repeating: "v", count: 1000)) }
+        let fields = made(filler + [("Authorization", "Bearer late"), ("X-Request-ID", "late")])
+        #expect(fields.first(.authorization) == "Bearer late")
+        #expect(fields.first(HTTPField.Name("X-Request-ID")!) == "late")
+        #expect(!fields.contains(.transferEncoding))
+    }
 }
