@@ -81,4 +81,24 @@ import Testing
             #expect(gathered.connectionNamesFields == whole.connectionNamesFields, "\(lines)")
         }
     }
+
+    /// The names are compared eight bytes at a time with the case bits of their letters: a byte
+    /// one case bit away from a dash or a colon is not taken for it, and every spelling of the
+    /// letters' cases is.
+    @Test func onlyTheLettersOfTheNamesMatchInAnyCase() {
+        for spelling in ["content-length: 5", "CONTENT-LENGTH: 5", "cOnTeNt-LeNgTh: 5", "Content-Length:5"] {
+            #expect(head([spelling + "\r\n"]).contentLength == 5, "\(spelling)")
+        }
+        // 0x0D and 0x1A are a dash and a colon without the case bit (0x2D, 0x3A): a bytewise
+        // `| 0x20` would take them for those.
+        for near in ["Content\rLength: 5", "Content-Length\u{1A} 5", "Content-Length\u{1A}5", "Content_Length: 5"] {
+            #expect(head([near + "\r\n"]).contentLength == nil, "\(near.debugDescription)")
+        }
+        for spelling in ["connection: x-a", "CONNECTION: x-a", "ConNecTion:x-a"] {
+            #expect(head([spelling + "\r\n"]).connectionNamesFields, "\(spelling)")
+        }
+        for near in ["Connection\u{1A} x-a", "Connection;x-a", "Connectiom: x-a"] {
+            #expect(!head([near + "\r\n"]).connectionNamesFields, "\(near.debugDescription)")
+        }
+    }
 }
