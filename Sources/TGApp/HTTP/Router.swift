@@ -96,12 +96,22 @@ public struct Router: Sendable {
         case loop(@Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void)
     }
 
-    struct Route: Sendable {
-        var method: HTTPRequest.Method
-        var name: RouteName
-        var handler: Handler
-        var policy: RoutePolicy
+    /// A route, made once when it is added. A class: every request's match hands one on (into
+    /// the result, the call, its finish), and a reference is one count where the fields' copy
+    /// took several.
+    final class Route: Sendable {
+        let method: HTTPRequest.Method
+        let name: RouteName
+        let handler: Handler
+        let policy: RoutePolicy
         var pattern: String { name.pattern }
+
+        init(method: HTTPRequest.Method, name: RouteName, handler: Handler, policy: RoutePolicy) {
+            self.method = method
+            self.name = name
+            self.handler = handler
+            self.policy = policy
+        }
     }
 
     /// One segment of a pattern.
