@@ -134,7 +134,7 @@ public final class Application: Sendable {
                         return self.finish(route.policy.refused(retryAfter: wait), request, info, route.name, started)
                     }
                     do {
-                        if let session { info.session = try await session(request) }
+                        if let session { info = info.withSession(try await session(request)) }
                         response = try await handler(request, info)
                     } catch {
                         response = self.answer(error, requestID: info.requestID, route: route.pattern, form: route.policy.refusal)

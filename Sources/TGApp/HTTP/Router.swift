@@ -9,20 +9,34 @@ import TGBase
 #endif
 
 /// What a route handler is given besides the request.
-public struct RequestInfo: Sendable {
+public final class RequestInfo: Sendable {
+    // A class, made once per request and never changed: a route's call, its handler and its
+    // finish each hold it with one count, where copying its strings took several (a route
+    // with a session policy makes another one with the session, ``withSession(_:)``).
     /// The request id (from a well-formed `X-Request-ID`, else generated); echoed in the response.
-    public var requestID: String
+    public let requestID: String
     /// Values of the route's `{name}` segments (and `rest` for a trailing `**`), percent-decoded.
-    public var parameters: RouteParameters
+    public let parameters: RouteParameters
     /// The client's address as TokenGate sees it.
-    public var clientAddress: String?
+    public let clientAddress: String?
     /// The session the bearer token names, for a route whose policy requires one.
-    public var session: SessionContext?
+    public let session: SessionContext?
 
-    public init(requestID: String, parameters: RouteParameters = RouteParameters(), clientAddress: String? = nil) {
+    public init(
+        requestID: String,
+        parameters: RouteParameters = RouteParameters(),
+        clientAddress: String? = nil,
+        session: SessionContext? = nil
+    ) {
         self.requestID = requestID
         self.parameters = parameters
         self.clientAddress = clientAddress
+        self.session = session
+    }
+
+    /// The same request's info with `session`.
+    func withSession(_ session: SessionContext) -> RequestInfo {
+        RequestInfo(requestID: requestID, parameters: parameters, clientAddress: clientAddress, session: session)
     }
 }
 
