@@ -4,18 +4,44 @@ import TGOIDC
 public import TGStore
 
 /// A request's TokenGate session, found from its bearer access token.
-public struct SessionContext: Sendable, Equatable {
-    public var sessionID: UUID
-    public var deviceID: UUID
-    public var clientID: String
-    public var account: AccountSummary
+public final class SessionContext: Sendable, Equatable {
+    // A class, never changed once made: the memory cache hands the same one to every call that
+    // presents the token, each holding it with one count (copying its strings took several).
+    public let sessionID: UUID
+    public let deviceID: UUID
+    public let clientID: String
+    public let account: AccountSummary
     /// When the session ends unless refreshed (idle expiry).
-    public var expiresAt: Date
+    public let expiresAt: Date
     /// When the bearer access token the session was found by expires.
-    public var accessTokenExpiresAt: Date
+    public let accessTokenExpiresAt: Date
     /// The RFC 7638 thumbprint of the key the session's tokens are bound to (RFC 9449 `cnf.jkt`):
     /// every use must come with a proof of that key. nil: a bearer session.
-    public var dpopJKT: String?
+    public let dpopJKT: String?
+
+    public init(
+        sessionID: UUID,
+        deviceID: UUID,
+        clientID: String,
+        account: AccountSummary,
+        expiresAt: Date,
+        accessTokenExpiresAt: Date,
+        dpopJKT: String? = nil
+    ) {
+        self.sessionID = sessionID
+        self.deviceID = deviceID
+        self.clientID = clientID
+        self.account = account
+        self.expiresAt = expiresAt
+        self.accessTokenExpiresAt = accessTokenExpiresAt
+        self.dpopJKT = dpopJKT
+    }
+
+    /// The same session's facts (two lookups of one token are equal).
+    public static func == (lhs: SessionContext, rhs: SessionContext) -> Bool {
+        lhs.sessionID == rhs.sessionID && lhs.deviceID == rhs.deviceID && lhs.clientID == rhs.clientID && lhs.account == rhs.account
+            && lhs.expiresAt == rhs.expiresAt && lhs.accessTokenExpiresAt == rhs.accessTokenExpiresAt && lhs.dpopJKT == rhs.dpopJKT
+    }
 }
 
 /// An account of the caller's device, as `/auth/accounts` lists it.
