@@ -224,7 +224,9 @@ def run_once(args, number: int) -> int:
     work = os.environ.get("FLEET_WORK")
     cluster_dir = os.path.join(work, f"patroni-{number}")
     say(f"run {number}: Patroni cluster{' (synchronous_mode)' if args.sync else ''}")
-    url = patroni("start", cluster_dir, str(args.base_port), *(["--sync"] if args.sync else []))
+    # Longer than the script's own waits (60 s for the first leader, 120 s for the replica), so
+    # that a cluster that does not come up fails there, with the tail of its nodes' logs.
+    url = patroni("start", cluster_dir, str(args.base_port), *(["--sync"] if args.sync else []), timeout=240)
     say(f"database: {url}")
     try:
         settings = (f"request_timeout_seconds: {REQUEST_TIMEOUT}, token_rate_limit_per_minute: {TOKEN_BUDGET}")
