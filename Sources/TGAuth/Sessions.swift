@@ -4,7 +4,7 @@ import TGOIDC
 public import TGStore
 
 /// A request's TokenGate session, found from its bearer access token.
-public final class SessionContext: Sendable, Equatable {
+public final class SessionContext: Sendable {
     // A class, never changed once made: the memory cache hands the same one to every call that
     // presents the token, each holding it with one count (copying its strings took several).
     public let sessionID: UUID
@@ -35,12 +35,6 @@ public final class SessionContext: Sendable, Equatable {
         self.expiresAt = expiresAt
         self.accessTokenExpiresAt = accessTokenExpiresAt
         self.dpopJKT = dpopJKT
-    }
-
-    /// The same session's facts (two lookups of one token are equal).
-    public static func == (lhs: SessionContext, rhs: SessionContext) -> Bool {
-        lhs.sessionID == rhs.sessionID && lhs.deviceID == rhs.deviceID && lhs.clientID == rhs.clientID && lhs.account == rhs.account
-            && lhs.expiresAt == rhs.expiresAt && lhs.accessTokenExpiresAt == rhs.accessTokenExpiresAt && lhs.dpopJKT == rhs.dpopJKT
     }
 }
 

@@ -21,8 +21,8 @@ public struct RequestFields: Sendable, Equatable {
     public private(set) var hasConnectionField = false
     /// A `Cookie` field is among them (libmicrohttpd parses each cookie into a record of its own).
     public private(set) var hasCookieField = false
-    /// Where the first field of each name in ``indexedNames`` starts in `storage`, noted as fields
-    /// are added, so the names read on every call are found without a walk: 0 none, `offset + 1`,
+    /// Where the first `Authorization`, `X-Request-ID` and `Transfer-Encoding` start in `storage`,
+    /// noted as fields are added, so the names read on every call are found without a walk: 0 none, `offset + 1`,
     /// or ``walkForIt`` for a field too far into a very large head. Two bytes each, in the
     /// padding after the flags: a request's context keeps within its size class
     /// (``RequestContext``).
@@ -68,21 +68,18 @@ public struct RequestFields: Sendable, Equatable {
             storage.appendField(name, separator: "\0", trimmed)
         }
         count += 1
-        if name.count == 10, Self.equalsIgnoringCase(name, "connection") { hasConnectionField = true }
-        if name.count == 6, Self.equalsIgnoringCase(name, "cookie") { hasCookieField = true }
-        noteIndexed(name, mark)
+        note(name, mark)
         return true
     }
 
-    /// The names whose first field is found without a walk (``first(_:)``, ``withFirst(_:_:)``,
-    /// ``contains(_:)``): what every request (its id), every proxied call (its bearer token) and
-    /// every request's end (a chunked body) reads.
-    static let indexedNames: [HTTPField.Name] = [.authorization, HTTPField.Name("X-Request-ID")!, .transferEncoding]
-
-    /// Notes a field (`mark`: its place as the fields above keep it) when it is the first of an
-    /// indexed name.
-    private mutating func noteIndexed(_ name: UnsafeRawBufferPointer, _ mark: UInt16) {
+    /// Notes what the fields above keep of a field (`mark`: its place): the flags, and the first
+    /// field of each name found without a walk by ``first(_:)``, ``withFirst(_:_:)`` and
+    /// ``contains(_:)`` (what every request, its id, every proxied call, its bearer token, and
+    /// every request's end, a chunked body, reads). By length first: most names are none of them.
+    private mutating func note(_ name: UnsafeRawBufferPointer, _ mark: UInt16) {
         switch name.count {
+        case 6 where Self.equalsIgnoringCase(name, "cookie"): hasCookieField = true
+        case 10 where Self.equalsIgnoringCase(name, "connection"): hasConnectionField = true
         case 13 where firstAuthorization == 0 && Self.equalsIgnoringCase(name, "authorization"): firstAuthorization = mark
         case 12 where firstRequestID == 0 && Self.equalsIgnoringCase(name, "x-request-id"): firstRequestID = mark
         case 17 where firstTransferEncoding == 0 && Self.equalsIgnoringCase(name, "transfer-encoding"): firstTransferEncoding = mark
