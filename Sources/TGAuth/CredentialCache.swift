@@ -127,6 +127,19 @@ public final class CredentialCache: Sendable {
         }
     }
 
+    /// The cached session of a bearer token's hash (as ``session(_:now:)``) and its account's
+    /// cached token for a scope key, if any: a proxied call's two lookups under one lock.
+    func sessionAndToken(_ hash: TokenHash, scopeKey: String, now: Date) -> (context: SessionContext, token: UpstreamAccessToken?)? {
+        state.withLock { entries in
+            guard let entry = entries.sessions[hash] else { return nil }
+            guard entry.validUntil > now else {
+                entries.dropSession(hash)
+                return nil
+            }
+            return (entry.context, entries.tokens[TokenKey(account: entry.context.account.id, scopeKey: scopeKey)])
+        }
+    }
+
     func store(session context: SessionContext, hash: TokenHash, validUntil: Date, ticket: Ticket) {
         state.withLock { entries in
             guard Self.isFresh(ticket, account: context.account.id, in: entries) else { return }

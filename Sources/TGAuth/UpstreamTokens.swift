@@ -128,6 +128,20 @@ public final class UpstreamTokens: Sendable {
         return serve(cached, account: context.account, scopes: scopes.scopes, scopeKey: scopes.key, now: now)
     }
 
+    /// A proxied call's lookups in memory at once: the session of a token's hash (as
+    /// ``cachedSessionForAPI(hash:)``; nil: none cached) and, when its account is of `provider`,
+    /// the account's token for `scopes` as ``cachedUpstreamAccessToken(for:scopes:)`` serves it.
+    public func cachedForAPI(
+        hash: TokenHash,
+        provider: String,
+        scopes: UpstreamScopes
+    ) -> (session: SessionContext, token: UpstreamAccessToken?)? {
+        let now = clock.now()
+        guard let (session, cached) = cache.sessionAndToken(hash, scopeKey: scopes.key, now: now) else { return nil }
+        guard session.account.provider == provider, let cached else { return (session, nil) }
+        return (session, serve(cached, account: session.account, scopes: scopes.scopes, scopeKey: scopes.key, now: now))
+    }
+
     /// A valid upstream access token of the session's account for `scopes`: from memory, else
     /// from the database, else from one refresh with the stored refresh token. However many
     /// requests on however many instances ask at once, the provider sees one refresh: this

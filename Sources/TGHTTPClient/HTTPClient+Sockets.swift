@@ -94,21 +94,14 @@ let closeSocketCallback: curl_closesocket_callback = { clientPointer, socket in
 
 let timerCallback: curl_multi_timer_callback = { _, milliseconds, clientPointer in
     let client = Unmanaged<HTTPClient>.fromOpaque(clientPointer!).takeUnretainedValue()
-    // One timer for the client, moved each time libcurl moves its deadline (not one per call).
-    let timer: EventLoopTimer
-    if let existing = client.timer {
-        timer = existing
-    } else {
-        // Not weak (see `CurlSocket.client`): the client's shutdown cancels the timer on the loop.
-        timer = client.loop.makeTimer { [unowned(unsafe) client] in client.act(socket: -1, events: 0) }
-        client.timer = timer
-    }
+    // A deadline the hook before every wait acts on (`HTTPClient.beforeWait`), not a loop timer:
+    // libcurl moves it several times per transfer, and a timer's move in the loop's heap cost
+    // each move a few hundred instructions.
     if milliseconds > 0 {
-        // Moved in place when it is already set (libcurl moves its deadline on every call).
-        timer.schedule(at: EventLoop.now() + Int64(milliseconds) * 1_000_000)
+        client.curlDeadline = EventLoop.now() + Int64(milliseconds) * 1_000_000
         return 0
     }
-    timer.unschedule()
+    client.curlDeadline = nil
     if milliseconds == 0 {
         client.timeoutDue = true
         client.loop.wakeSoon()

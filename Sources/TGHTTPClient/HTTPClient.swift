@@ -17,7 +17,7 @@ public import TGEventLoop
 public final class HTTPClient: @unchecked Sendable {
     // Invariants: `multi` is used only on the event thread, except `curl_multi_wakeup`, which libcurl
     // documents as callable from any thread. `commands` and `stopping` are only accessed with
-    // `lock` held. `active`, `sockets`, `timer`, `headTimer`, `timeoutDue` and `lastLoopOrigin` are only touched
+    // `lock` held. `active`, `sockets`, `curlDeadline`, `headTimer`, `timeoutDue` and `lastLoopOrigin` are only touched
     // on the event thread.
     public struct Configuration: Sendable {
         /// Connections at most per host (0: no limit).
@@ -66,7 +66,9 @@ public final class HTTPClient: @unchecked Sendable {
     private var active: [Transfer] = []
     /// How many transfers are in the multi handle (event thread).
     var transfersInFlight: Int { active.count }
-    var timer: EventLoopTimer?
+    /// When libcurl wants its timeout acted on (``EventLoop/now()``'s clock), if it does: set by
+    /// its timer callback, acted on by ``beforeWait()``.
+    var curlDeadline: Int64?
     /// Fires at the earliest head deadline of the transfers in flight (see `watchHead`).
     private var headTimer: EventLoopTimer?
     /// Every upstream socket in the loop's epoll set, watched or parked (see `HTTPClient+Sockets`).
@@ -217,12 +219,19 @@ public final class HTTPClient: @unchecked Sendable {
     /// slot freed): act on it now.
     private func beforeWait() -> Int64? {
         var rounds = 0
-        while timeoutDue, rounds < 8 {
+        while rounds < 8 {
+            if !timeoutDue {
+                // libcurl's deadline, if one is set and due.
+                guard let deadline = curlDeadline else { return nil }
+                let left = deadline - EventLoop.now()
+                guard left <= 0 else { return left }
+                curlDeadline = nil
+            }
             timeoutDue = false
             act(socket: -1, events: 0)
             rounds += 1
         }
-        return timeoutDue ? 0 : nil
+        return 0
     }
 
     /// `curl_multi_socket_action` for a socket (or the timeout, -1), then completes what finished.
@@ -265,8 +274,7 @@ public final class HTTPClient: @unchecked Sendable {
             transfer.fail(.shutDown)
             Unmanaged.passUnretained(transfer).release()
         }
-        timer?.cancel()
-        timer = nil
+        curlDeadline = nil
         headTimer?.cancel()
         headTimer = nil
         timeoutDue = false
