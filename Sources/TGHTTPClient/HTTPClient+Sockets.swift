@@ -82,8 +82,11 @@ extension HTTPClient {
     }
 }
 
+// The client is borrowed, not retained, in the callbacks below: it outlives its multi handle
+// (its shutdown cleans the handle up on the loop before it can go).
+
 let socketCallback: curl_socket_callback = { _, socket, what, clientPointer, _ in
-    Unmanaged<HTTPClient>.fromOpaque(clientPointer!).takeUnretainedValue().watchSocket(socket, what)
+    Unmanaged<HTTPClient>.fromOpaque(clientPointer!)._withUnsafeGuaranteedRef { $0.watchSocket(socket, what) }
     return 0
 }
 
@@ -93,18 +96,19 @@ let closeSocketCallback: curl_closesocket_callback = { clientPointer, socket in
 }
 
 let timerCallback: curl_multi_timer_callback = { _, milliseconds, clientPointer in
-    let client = Unmanaged<HTTPClient>.fromOpaque(clientPointer!).takeUnretainedValue()
-    // A deadline the hook before every wait acts on (`HTTPClient.beforeWait`), not a loop timer:
-    // libcurl moves it several times per transfer, and a timer's move in the loop's heap cost
-    // each move a few hundred instructions.
-    if milliseconds > 0 {
-        client.curlDeadline = EventLoop.now() + Int64(milliseconds) * 1_000_000
-        return 0
-    }
-    client.curlDeadline = nil
-    if milliseconds == 0 {
-        client.timeoutDue = true
-        client.loop.wakeSoon()
+    Unmanaged<HTTPClient>.fromOpaque(clientPointer!)._withUnsafeGuaranteedRef { client in
+        // A deadline the hook before every wait acts on (`HTTPClient.beforeWait`), not a loop
+        // timer: libcurl moves it several times per transfer, and a timer's move in the loop's
+        // heap cost each move a few hundred instructions.
+        if milliseconds > 0 {
+            client.curlDeadline = EventLoop.now() + Int64(milliseconds) * 1_000_000
+        } else {
+            client.curlDeadline = nil
+            if milliseconds == 0 {
+                client.timeoutDue = true
+                client.loop.wakeSoon()
+            }
+        }
     }
     return 0
 }

@@ -16,13 +16,15 @@ let uriLogCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CCha
     serverPointer,
     uri,
     connection in
-    let daemon = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue()
-    daemon.inFlight.add(1, ordering: .relaxed)
-    let context = RequestContext(target: uri.map { String(cString: $0) } ?? "/", connection: connection, daemon: daemon)
-    if let connection, let entry = CShims_MHD_socket_context(connection) {
-        context.connectionEntry = Unmanaged<HeadDeadlines.Entry>.fromOpaque(entry).takeUnretainedValue()
+    // The daemon borrowed (it outlives its callbacks), as in every callback below.
+    Unmanaged<LoopDaemon>.fromOpaque(serverPointer!)._withUnsafeGuaranteedRef { daemon in
+        daemon.inFlight.add(1, ordering: .relaxed)
+        let context = RequestContext(target: uri.map { String(cString: $0) } ?? "/", connection: connection, daemon: daemon)
+        if let connection, let entry = CShims_MHD_socket_context(connection) {
+            context.connectionEntry = Unmanaged<HeadDeadlines.Entry>.fromOpaque(entry).takeUnretainedValue()
+        }
+        return Unmanaged.passRetained(context).toOpaque()
     }
-    return Unmanaged.passRetained(context).toOpaque()
 }
 
 /// A connection opened or closed: its entry in the head-deadline registry lives exactly as long.
@@ -72,30 +74,31 @@ let requestCompletedCallback:
         _,
         contextSlot,
         _ in
-        let daemon = Unmanaged<LoopDaemon>.fromOpaque(serverPointer!).takeUnretainedValue()
-        let server = daemon.server
         guard let contextSlot, let raw = contextSlot.pointee else { return }
         contextSlot.pointee = nil
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
-        if let entry = context.connectionEntry { server.heads.headStarted(entry) }
-        // Answered requests left their loop's deadlines already; this covers any other end.
-        daemon.deadlines.remove(context)
-        // Only an async handler's task (or a streamed body's reader) can reach the connection
-        // from another thread.
-        if context.isAsync {
-            let lock = server.lock(for: context)
-            lock.lock()
-            context.connection = nil
-            // No optional `Wake` (a generic layout) to carry when no body streams (most requests).
-            if let bodyStream = context.bodyStream {
-                let wake = bodyStream.closeLocked()
-                lock.unlock()
-                wake?.resume()
-            } else {
-                lock.unlock()
+        Unmanaged<LoopDaemon>.fromOpaque(serverPointer!)._withUnsafeGuaranteedRef { daemon in
+            let server = daemon.server
+            if let entry = context.connectionEntry { server.heads.headStarted(entry) }
+            // Answered requests left their loop's deadlines already; this covers any other end.
+            daemon.deadlines.remove(context)
+            // Only an async handler's task (or a streamed body's reader) can reach the connection
+            // from another thread.
+            if context.isAsync {
+                let lock = server.lock(for: context)
+                lock.lock()
+                context.connection = nil
+                // No optional `Wake` (a generic layout) to carry when no body streams (most requests).
+                if let bodyStream = context.bodyStream {
+                    let wake = bodyStream.closeLocked()
+                    lock.unlock()
+                    wake?.resume()
+                } else {
+                    lock.unlock()
+                }
             }
+            daemon.inFlight.subtract(1, ordering: .releasing)
         }
-        daemon.inFlight.subtract(1, ordering: .releasing)
     }
 
 /// libmicrohttpd's diagnostics, already formatted by `CShims_MHD_log_adapter`.
@@ -224,9 +227,9 @@ extension HTTPServer {
         switch handler(request) {
         case .response(let response):
             return queue(response, on: connection, context: context)
-        case .deferred(let start):
+        case .deferred(let work):
             context.isAsync = true
-            start(LoopResponder(server: self, context: context))
+            work.start(LoopResponder(server: self, context: context))
             return answerOrSuspend(context, connection: connection, task: nil)
         case .async(let respond):
             context.isAsync = true

@@ -42,9 +42,9 @@ extension HTTPServer {
                 return stream.failLocked(.requestAnswered)
             }
             wake?.resume()
-        case .deferred(let start):
+        case .deferred(let work):
             lock.withLock { context.startDeadline() }
-            start(LoopResponder(server: self, context: context))
+            work.start(LoopResponder(server: self, context: context))
             lock.withLock {
                 if !context.bridge.isFinished { context.daemon.deadlines.add(context) }
             }

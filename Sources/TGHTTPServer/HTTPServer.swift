@@ -32,11 +32,22 @@ public final class HTTPServer: @unchecked Sendable {
         case response(ServerResponse)
         /// An async function that produces the answer; the connection waits, suspended.
         case async(@Sendable (ServerRequest) async -> ServerResponse)
-        /// Work that goes on from the connection's event loop: `start` runs at once, on the
+        /// Work that goes on from the connection's event loop: its `start` runs at once, on the
         /// loop, with the responder to answer through (once, from any thread; from the loop
         /// it costs no hop). Until then the connection waits, suspended, under the request's
-        /// deadline.
-        case deferred(@Sendable (LoopResponder) -> Void)
+        /// deadline. The work is an object (a route's call), not a closure around it: no
+        /// context to allocate per request.
+        case deferred(any DeferredReply)
+
+        /// A ``deferred(_:)`` reply whose work is a closure.
+        public static func deferred(_ start: @escaping @Sendable (LoopResponder) -> Void) -> Reply {
+            .deferred(DeferredClosure(start: start))
+        }
+    }
+
+    private struct DeferredClosure: DeferredReply {
+        let start: @Sendable (LoopResponder) -> Void
+        func start(_ responder: LoopResponder) { start(responder) }
     }
 
     /// Called on an event-loop thread with the complete request. It must not block.
@@ -271,4 +282,10 @@ public final class HTTPServer: @unchecked Sendable {
         items.append(item(.END, 0))
         return items
     }
+}
+
+/// The work of a ``HTTPServer/Reply/deferred(_:)`` reply.
+public protocol DeferredReply: Sendable {
+    /// Runs at once, on the connection's loop, with the responder to answer through.
+    func start(_ responder: LoopResponder)
 }

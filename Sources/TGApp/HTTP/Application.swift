@@ -70,10 +70,10 @@ public final class Application: Sendable {
             return response
         case .async(let produce):
             return await produce(request)
-        case .deferred(let start):
+        case .deferred(let work):
             return await withCheckedContinuation { continuation in
                 let once = FirstAnswer()
-                start(
+                work.start(
                     LoopResponder(inProcess: { response in
                         // The first answer wins, as on a connection.
                         if once.take() { continuation.resume(returning: response) }
@@ -124,7 +124,7 @@ public final class Application: Sendable {
                     return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
                 }
                 let call = LoopCall(app: self, handler: handler, request: request, info: consume info, route: route.name, started: started)
-                return .deferred { [call] responder in call.start(responder) }
+                return .deferred(call)
             case .async(let handler):
                 let session = route.policy.session
                 return .async { [info, limiter, key] request in
@@ -267,7 +267,7 @@ public final class Application: Sendable {
 /// A ``Router/Handler/loop(_:)`` route's call in flight: what its answer needs to be finished
 /// (errors mapped, request id, metrics, access log) and sent, in one object rather than a closure
 /// per step of every call.
-final class LoopCall: @unchecked Sendable {
+final class LoopCall: DeferredReply, @unchecked Sendable {
     // Invariant: `responder` is written once, in `start`, on the request's loop before the
     // handler runs; `respond` and `fail` (from the loop, or from a task the handler started) come
     // after it.

@@ -316,7 +316,7 @@ public struct Router: Sendable {
             if start != bytes.count { start += 1 }
             parameters.add("rest", String(decoding: UnsafeBufferPointer(rebasing: bytes[start...]), as: UTF8.self))
         }
-        return parameters
+        return consume parameters
     }
 
     /// Walks `bytes` along `pattern`, giving `parameter` each `{name}` segment's bytes (false:
