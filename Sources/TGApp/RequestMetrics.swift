@@ -1,5 +1,6 @@
 import Prometheus
 import Synchronization
+import TGBase
 import TGEventLoop
 
 /// `tokengate_http_requests_total` and `tokengate_http_request_duration_seconds`: counted per
@@ -27,7 +28,7 @@ struct RequestMetrics: Sendable {
     }
 
     final class Shard: Sendable {
-        let entries = Mutex<[Int: Entry]>([:])
+        let entries = Mutex<[WordKey: Entry]>([:])
         /// Room that keeps two shards off one cache line (each loop writes its own on every request).
         private let padding = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     }
@@ -43,6 +44,8 @@ struct RequestMetrics: Sendable {
     /// `labels` are read only the first time a shard sees the key).
     func record(key: Int, labels: () -> (route: String, method: String, status: Int), nanoseconds: Int64, shard: Int) {
         let bucket = Self.boundNanoseconds.firstIndex { nanoseconds <= $0 } ?? Self.boundNanoseconds.count
+        // The process's own number: hashed by one multiplication (``WordKey``).
+        let key = WordKey(UInt64(UInt(bitPattern: key)))
         shards[shard & (shards.count - 1)].entries.withLock { entries in
             // In place: through `values[index]` the entry's buckets stay uniquely referenced (an
             // optional-chained `entries[key]?` write would copy them on every request).
@@ -59,7 +62,7 @@ struct RequestMetrics: Sendable {
 
     /// Both families in the Prometheus text format (0.0.4), every shard summed.
     func emit(into buffer: inout [UInt8]) {
-        var merged: [Int: Entry] = [:]
+        var merged: [WordKey: Entry] = [:]
         for shard in shards {
             for (key, entry) in shard.entries.withLock({ $0 }) {
                 merged[key, default: Entry(route: entry.route, method: entry.method, status: entry.status)].merge(entry)

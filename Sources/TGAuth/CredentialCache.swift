@@ -1,5 +1,6 @@
 public import Foundation
 import Synchronization
+import TGBase
 import TGStore
 
 /// An upstream access token and when it expires.
@@ -62,6 +63,12 @@ public final class CredentialCache: Sendable {
         // instructions per proxied call.
         func hash(into hasher: inout Hasher) {
             withUnsafeBytes(of: account.uuid) { hasher.combine(bytes: $0) }
+        }
+
+        /// What the table asks for: the account's first eight bytes (random, of a version 4
+        /// UUID this process or another instance made) spread by ``WordKey``'s multiplication.
+        func _rawHashValue(seed: Int) -> Int {
+            withUnsafeBytes(of: account.uuid) { WordKey.hash($0.loadUnaligned(as: UInt64.self), seed: seed) }
         }
     }
 

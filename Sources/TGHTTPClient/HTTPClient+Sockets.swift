@@ -1,6 +1,7 @@
 import CCurl
 import CEpoll
 import Glibc
+import TGBase
 import TGEventLoop
 
 // libcurl's socket, close and timer callbacks (CURLMOPT_SOCKETFUNCTION, CURLOPT_CLOSESOCKETFUNCTION,
@@ -52,25 +53,25 @@ final class CurlSocket: EventLoopWatcher {
 extension HTTPClient {
     /// Takes `socket` out of the epoll set and the table (it is closing, or parked and woke up).
     func forgetSocket(_ socket: Int32) {
-        guard let watched = sockets.removeValue(forKey: socket) else { return }
+        guard let watched = sockets.removeValue(forKey: WordKey(socket)) else { return }
         if watched.registered != 0 { loop.unwatch(watched.token, fd: socket) }
     }
 
     /// libcurl wants `what` (`CURL_POLL_IN`, `_OUT`, `_INOUT` or `_REMOVE`) for `socket`.
     func watchSocket(_ socket: Int32, _ what: Int32) {
         if what == CURL_POLL_REMOVE {
-            sockets[socket]?.parked = true
+            sockets[WordKey(socket)]?.parked = true
             return
         }
         var events: UInt32 = 0
         if what & CURL_POLL_IN != 0 { events |= EPOLLIN.rawValue }
         if what & CURL_POLL_OUT != 0 { events |= EPOLLOUT.rawValue }
         let watched: CurlSocket
-        if let known = sockets[socket] {
+        if let known = sockets[WordKey(socket)] {
             watched = known
         } else {
             watched = CurlSocket(client: self, socket: socket)
-            sockets[socket] = watched
+            sockets[WordKey(socket)] = watched
         }
         watched.parked = false
         if watched.registered == 0 {

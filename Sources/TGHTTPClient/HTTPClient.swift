@@ -3,6 +3,7 @@ import CCurlShims
 import Foundation
 public import HTTPTypes
 import Synchronization
+import TGBase
 public import TGEventLoop
 
 /// An HTTP client on libcurl's multi interface, driven by one event loop
@@ -72,7 +73,7 @@ public final class HTTPClient: @unchecked Sendable {
     /// Fires at the earliest head deadline of the transfers in flight (see `watchHead`).
     private var headTimer: EventLoopTimer?
     /// Every upstream socket in the loop's epoll set, watched or parked (see `HTTPClient+Sockets`).
-    var sockets: [Int32: CurlSocket] = [:]
+    var sockets: [WordKey: CurlSocket] = [:]
     var timeoutDue = false
     private var hookToken = 0
     let handles: EasyHandlePool

@@ -2,6 +2,7 @@ import CEpoll
 import CMicroHTTPD
 import CMicroHTTPDShims
 import Synchronization
+import TGBase
 import TGEventLoop
 
 #if canImport(Glibc)
@@ -33,7 +34,7 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     private var hookToken = 0
     private var epollFD: Int32 = -1
     private var needsRun = false
-    private var suspended = Set<UnsafeMutableRawPointer>()
+    private var suspended = Set<WordKey>()
     /// Shutting down: every callback refuses work, so resumed connections close.
     private(set) var closing = false
     let logTarget = UnsafeMutablePointer<CShims_MHD_LogTarget>.allocate(capacity: 1)
@@ -97,7 +98,7 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     /// On the loop, inside a callback of this connection.
     func suspend(_ connection: OpaquePointer) {
         MHD_suspend_connection(connection)
-        suspended.insert(UnsafeMutableRawPointer(connection))
+        suspended.insert(WordKey(UnsafeMutableRawPointer(connection)))
     }
 
     /// From any thread: resume `connection` if it is suspended (once, however often asked).
@@ -112,7 +113,7 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     }
 
     private func resumeOnLoop(_ raw: UnsafeMutableRawPointer) {
-        guard suspended.remove(raw) != nil else { return }
+        guard suspended.remove(WordKey(raw)) != nil else { return }
         MHD_resume_connection(OpaquePointer(raw))
         needsRun = true
         loop.wakeSoon()
@@ -144,7 +145,7 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
         let forced = suspended.count
         var rounds = 0
         while !suspended.isEmpty, rounds < 64 {
-            for raw in suspended { MHD_resume_connection(OpaquePointer(raw)) }
+            for key in suspended { MHD_resume_connection(OpaquePointer(bitPattern: UInt(key.word))) }
             suspended.removeAll()
             MHD_run(daemon)
             MHD_run(daemon)

@@ -1,4 +1,5 @@
 public import Foundation
+import TGBase
 public import TGPostgres
 
 /// The stored form of one of TokenGate's own opaque credentials (access and refresh tokens,
@@ -17,6 +18,15 @@ public struct TokenHash: Sendable, Hashable {
         bytes.withUnsafeBytes { raw in
             guard raw.count >= 8 else { return hasher.combine(bytes: raw) }
             hasher.combine(raw.loadUnaligned(as: UInt64.self))
+        }
+    }
+
+    /// What `Set` and `Dictionary` ask for: the same eight bytes, spread by a multiplication
+    /// instead of SipHash (``WordKey``; no client chooses a digest's bytes).
+    public func _rawHashValue(seed: Int) -> Int {
+        bytes.withUnsafeBytes { raw in
+            guard raw.count >= 8 else { return raw.reduce(0) { $0 &* 31 &+ Int($1) } ^ seed }
+            return WordKey.hash(raw.loadUnaligned(as: UInt64.self), seed: seed)
         }
     }
 
