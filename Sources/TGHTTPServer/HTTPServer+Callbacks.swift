@@ -214,7 +214,7 @@ extension HTTPServer {
         guard room >= Self.smallestAnswerRoom else { return queue(Self.headLeavesNoRoom, on: connection, context: context) }
         let request = ServerRequest(
             method: context.method,
-            authority: context.host,
+            authority: nil,
             target: context.target,
             fields: context.fields,
             body: context.body,
@@ -303,8 +303,6 @@ extension HTTPServer {
                 guard context.fields.append(name: name, value: value) else { return MHD_Result.YES }
                 if RequestFields.equalsIgnoringCase(name, "content-length") {
                     context.contentLength = Int(String(decoding: value, as: UTF8.self))
-                } else if RequestFields.equalsIgnoringCase(name, "host") {
-                    context.host = String(decoding: value, as: UTF8.self)
                 }
                 return MHD_Result.YES
             },

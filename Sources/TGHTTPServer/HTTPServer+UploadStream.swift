@@ -20,7 +20,7 @@ extension HTTPServer {
         let stream = RequestBodyStream(lock: lock, connection: connection, daemon: context.daemon, entry: context.connectionEntry)
         let request = ServerRequest(
             method: context.method,
-            authority: context.host,
+            authority: nil,
             target: context.target,
             fields: context.fields,
             body: [],

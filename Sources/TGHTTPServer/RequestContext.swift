@@ -45,7 +45,6 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     var startsInline = false
     var method: HTTPRequest.Method = .get
     var fields = RequestFields()
-    var host: String?
     /// `Content-Length` as sent, if it was (stored without an optional's tag and padding).
     var contentLength: Int? {
         get { announcedLength == Int.min ? nil : announcedLength }

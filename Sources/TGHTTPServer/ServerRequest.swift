@@ -42,11 +42,13 @@ public struct ServerRequest: Sendable {
         get { box.parts.method }
         set { change { $0.method = newValue } }
     }
-    /// The `Host` header, if any.
+    /// The `Host` header, if any: the first one, read from the fields when asked (a served
+    /// request's is not made a string on every request), unless set.
     public var authority: String? {
-        get { box.parts.authority }
+        get { box.parts.authority ?? box.parts.fields.first(Self.hostField) }
         set { change { $0.authority = newValue } }
     }
+    private static let hostField = HTTPField.Name("Host")!
     /// The raw request target (path and query, exactly as sent: nothing is unescaped).
     public var target: String {
         get { box.parts.target }

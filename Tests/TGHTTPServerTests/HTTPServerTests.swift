@@ -30,7 +30,7 @@ import Testing
         await server.shutdown()
     }
 
-    @Test func passesTheRawTargetQueryHeadersCookiesAndPeerAddressToTheHandler() async throws {
+    @Test func passesTheRawTargetQueryHeadersHostCookiesAndPeerAddressToTheHandler() async throws {
         let server = try startServer(handler: { request in
             let summary = [
                 String(request.path),
@@ -40,12 +40,14 @@ import Testing
                 request.cookies.map { "\($0.name)=\($0.value)" }.joined(separator: ","),
                 request.remoteAddress ?? "-",
                 request.head.method.rawValue,
+                request.authority ?? "-",
+                request.head.authority ?? "-",
             ].joined(separator: "|")
             return .response(ServerResponse(status: .ok, contentType: "text/plain", body: summary))
         })
         let url = server.baseURL + "/a%2Fb/c?redirect_uri=com.example.app%3A%2Fcb&q=a+b%20c"
-        let result = try await curl(["-X", "PATCH", "-H", "X-Thing: yes", "-b", "sid=1; theme=\"dark\"", url])
-        #expect(result.stdout == "/a%2Fb/c|com.example.app:/cb|a b c|yes|sid=1,theme=dark|127.0.0.1|PATCH")
+        let result = try await curl(["-X", "PATCH", "-H", "X-Thing: yes", "-H", "Host: api.example:8443", "-b", "sid=1; theme=\"dark\"", url])
+        #expect(result.stdout == "/a%2Fb/c|com.example.app:/cb|a b c|yes|sid=1,theme=dark|127.0.0.1|PATCH|api.example:8443|api.example:8443")
         await server.shutdown()
     }
 
