@@ -98,8 +98,22 @@ public final class Application: Sendable {
             return .response(finish(Problem.methodNotAllowed(allowed).response(), request, info, .unmatched, started))
         case .found(let route, let parameters):
             // Made once with its parameters and handed on as it is (set afterwards, it was copied
-            // into the call and destroyed twice on every call).
-            let info = RequestInfo(requestID: requestID, parameters: parameters, clientAddress: clientAddress)
+            // into the call and destroyed twice on every call). A loop route's is its call.
+            let info: RequestInfo
+            if case .loop(let handler) = route.handler {
+                info = LoopCall(
+                    app: self,
+                    handler: handler,
+                    request: request,
+                    requestID: requestID,
+                    parameters: parameters,
+                    clientAddress: clientAddress,
+                    route: route.name,
+                    started: started
+                )
+            } else {
+                info = RequestInfo(requestID: requestID, parameters: parameters, clientAddress: clientAddress)
+            }
             // The route's policy, before its handler: the rate limit here (from memory when it
             // can tell, else from the shared bucket below), the session below.
             // Buckets are per client key (an IPv6 client's /64), the log keeps the address.
@@ -119,12 +133,12 @@ public final class Application: Sendable {
                     return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
                 }
                 return .response(finish(handler(request, info), request, info, route.name, started))
-            case .loop(let handler):
+            case .loop:
                 if let limiter, let wait = limiter.local.admit(key) {
                     return .response(finish(route.policy.refused(retryAfter: wait), request, info, route.name, started))
                 }
-                let call = LoopCall(app: self, handler: handler, request: request, info: consume info, route: route.name, started: started)
-                return .deferred(call)
+                // Made as the call above (a loop route's info is its call).
+                return .deferred(unsafeDowncast(info, to: LoopCall.self))
             case .async(let handler):
                 let session = route.policy.session
                 return .async { [info, limiter, key] request in
@@ -272,17 +286,16 @@ public final class Application: Sendable {
     private static let base64URLDigits: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 }
 
-/// A ``Router/Handler/loop(_:)`` route's call in flight: what its answer needs to be finished
-/// (errors mapped, request id, metrics, access log) and sent, in one object rather than a closure
-/// per step of every call.
-final class LoopCall: DeferredReply, @unchecked Sendable {
+/// A ``Router/Handler/loop(_:)`` route's call in flight: its request's info, and what its answer
+/// needs to be finished (errors mapped, request id, metrics, access log) and sent, in one object
+/// rather than a closure per step of every call.
+final class LoopCall: RequestInfo, DeferredReply, @unchecked Sendable {
     // Invariant: `responder` is written once, in `start`, on the request's loop before the
     // handler runs; `respond` and `fail` (from the loop, or from a task the handler started) come
-    // after it.
+    // after it. Every other property is a `let`.
     let app: Application
     let handler: @Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void
     let request: ServerRequest
-    let info: RequestInfo
     let route: RouteName
     let started: Int64
     /// The server's, given when the call starts: the route's responder is then the call alone
@@ -293,34 +306,36 @@ final class LoopCall: DeferredReply, @unchecked Sendable {
         app: Application,
         handler: @escaping @Sendable (ServerRequest, RequestInfo, RouteResponder) -> Void,
         request: ServerRequest,
-        info: RequestInfo,
+        requestID: String,
+        parameters: RouteParameters,
+        clientAddress: String?,
         route: RouteName,
         started: Int64
     ) {
         self.app = app
         self.handler = handler
         self.request = request
-        self.info = info
         self.route = route
         self.started = started
+        super.init(requestID: requestID, parameters: parameters, clientAddress: clientAddress)
     }
 
     /// On the request's loop, when the server made its responder.
     func start(_ responder: LoopResponder) {
         self.responder = responder
-        handler(request, info, RouteResponder(call: self))
+        handler(request, self, RouteResponder(call: self))
     }
 
     /// The handler's answer, finished and sent. Taken as it is: wrapped in a `Result` and
     /// unwrapped again, it was copied out of the enum and the enum destroyed, on every call.
     func respond(_ response: consuming ServerResponse) {
         guard let responder else { preconditionFailure("a loop call answers after it started") }
-        responder.respond(app.finish(response, request, info, route, started))
+        responder.respond(app.finish(response, request, self, route, started))
     }
 
     /// The handler's failure, mapped to its answer (``Application/answer(_:requestID:route:form:)``).
     func fail(_ error: any Error) {
-        respond(app.answer(error, requestID: info.requestID, route: route.pattern, form: .problem))
+        respond(app.answer(error, requestID: requestID, route: route.pattern, form: .problem))
     }
 }
 

@@ -9,10 +9,13 @@ import TGBase
 #endif
 
 /// What a route handler is given besides the request.
-public final class RequestInfo: Sendable {
+public class RequestInfo: @unchecked Sendable {
     // A class, made once per request and never changed: a route's call, its handler and its
     // finish each hold it with one count, where copying its strings took several (a route
     // with a session policy makes another one with the session, ``withSession(_:)``).
+    // Unchecked: every property is a `let` of a Sendable type; the one subclass, a loop route's
+    // call (`LoopCall`, which is its request's info: one object per call, not two), keeps the
+    // invariant it states.
     /// The request id (from a well-formed `X-Request-ID`, else generated); echoed in the response.
     public let requestID: String
     /// Values of the route's `{name}` segments (and `rest` for a trailing `**`), percent-decoded.
