@@ -70,7 +70,16 @@ public final class EventLoop: @unchecked Sendable {
     /// its attoseconds: `Duration.components` costs about twice as much (a division and a
     /// remainder, then a multiplication back).
     public static func nanoseconds(_ duration: Duration) -> Int64 {
-        Int64(clamping: duration.attoseconds / 1_000_000_000)
+        let attoseconds = duration.attoseconds
+        let magnitude = attoseconds.magnitude
+        // Below 2^72 attoseconds (some 78 minutes: every timeout a call converts), a shift and a
+        // 64-bit division (10^9 is 2^9 times 1 953 125), not a 128-bit division (~140
+        // instructions, three times per proxied call). Truncated toward zero either way.
+        if magnitude >> 72 == 0 {
+            let whole = Int64(UInt64(truncatingIfNeeded: magnitude >> 9) / 1_953_125)
+            return attoseconds < 0 ? -whole : whole
+        }
+        return Int64(clamping: attoseconds / 1_000_000_000)
     }
 
     /// Nanoseconds on the monotonic clock.

@@ -12,6 +12,11 @@ import Testing
             (.seconds(10), 10_000_000_000), (.seconds(86_400 * 365), 31_536_000_000_000_000), (.seconds(-2), -2_000_000_000),
             (.milliseconds(-1500), -1_500_000_000), (Duration(secondsComponent: 0, attosecondsComponent: 999_999_999), 0),
             (Duration(secondsComponent: 1, attosecondsComponent: 1_999_999_999), 1_000_000_001),
+            (Duration(secondsComponent: -1, attosecondsComponent: -1_999_999_999), -1_000_000_001),
+            // Either side of 2^72 attoseconds (about 78 minutes), where the cheap division ends.
+            (.seconds(4722), 4_722_000_000_000), (.seconds(4723), 4_723_000_000_000), (.seconds(-4723), -4_723_000_000_000),
+            (Duration(secondsComponent: 4722, attosecondsComponent: 366_482_869_645_213_695), 4_722_366_482_869),
+            (Duration(secondsComponent: 4722, attosecondsComponent: 366_482_869_645_213_696), 4_722_366_482_869),
             // Past what 64 bits of nanoseconds hold: the largest count, never a wrapped one.
             (.seconds(Int64.max), Int64.max), (.seconds(Int64.min), Int64.min),
         ]
