@@ -17,8 +17,9 @@ public import TGEventLoop
 /// limit.
 public final class HTTPClient: @unchecked Sendable {
     // Invariants: `multi` is used only on the event thread, except `curl_multi_wakeup`, which libcurl
-    // documents as callable from any thread. `stopping` is atomic. `active`, `sockets`, `curlDeadline`, `headTimer`, `timeoutDue` and `lastLoopOrigin` are only touched
-    // on the event thread.
+    // documents as callable from any thread. `stopping` is atomic. `active`, `sockets`,
+    // `curlDeadline`, `headTimer`, `timeoutDue` and `lastLoopOrigin` are only touched on the event
+    // thread.
     public struct Configuration: Sendable {
         /// Connections at most per host (0: no limit).
         public var maxConnectionsPerHost = 32
@@ -208,8 +209,9 @@ public final class HTTPClient: @unchecked Sendable {
 
     // MARK: On the loop
 
-    /// Before the loop sleeps: libcurl asked for a zero timeout (a transfer added, a connection
-    /// slot freed): act on it now.
+    /// Before the loop sleeps: act on libcurl's timeout if it is due (it asked for a zero one: a
+    /// transfer added, a connection slot freed; or its deadline passed), and tell the loop how
+    /// long it may sleep before the deadline.
     private func beforeWait() -> Int64? {
         var rounds = 0
         while rounds < 8 {
