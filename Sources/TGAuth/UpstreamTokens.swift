@@ -86,60 +86,30 @@ public final class UpstreamTokens: Sendable {
         return context
     }
 
-    /// The session of a bearer token if this instance holds it in memory, without waiting (nil:
-    /// ask ``authenticateForAPI(accessToken:)``). A malformed token is refused at once.
-    public func cachedSessionForAPI(accessToken: String) throws -> SessionContext? {
-        try cachedSessionForAPI(accessToken: accessToken[...])
-    }
-
-    /// The same for a token still in its header (hashed in place, not copied).
-    public func cachedSessionForAPI(accessToken: Substring) throws -> SessionContext? {
-        cachedSessionForAPI(hash: try Self.hash(accessToken))
-    }
-
-    /// The same for a token already hashed (``hash(_:)``).
-    public func cachedSessionForAPI(hash: TokenHash) -> SessionContext? {
-        cache.session(hash, now: clock.now())
-    }
-
-    /// The hash sessions are found by of a well-formed access token; a malformed one is refused.
-    public static func hash(_ accessToken: Substring) throws -> TokenHash {
-        guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Sessions.invalidAccessToken }
-        return hash
-    }
-
-    /// The same for the token's bytes in place (its header field's).
+    /// The hash sessions are found by of a well-formed access token, from its bytes in place (its
+    /// header field's); a malformed one is refused.
     public static func hash(_ accessToken: UnsafeBufferPointer<UInt8>) throws -> TokenHash {
         guard let hash = OpaqueToken.hashIfWellFormed(accessToken) else { throw Sessions.invalidAccessToken }
         return hash
     }
 
-    /// The upstream access token for `scopes` if one is in memory and not yet due for its
-    /// refresh, without waiting (nil: ask ``upstreamAccessToken(for:scopes:rejected:)``). One
-    /// close to that point is still served, and refreshed in the background.
-    public func cachedUpstreamAccessToken(for context: SessionContext, scopes: [String]) -> UpstreamAccessToken? {
-        cachedUpstreamAccessToken(for: context, scopes: UpstreamScopes(scopes))
-    }
-
-    /// The same with the scopes' cache key made once (an API's scopes do not change per call).
-    public func cachedUpstreamAccessToken(for context: SessionContext, scopes: UpstreamScopes) -> UpstreamAccessToken? {
-        let now = clock.now()
-        guard let cached = cache.token(account: context.account.id, scopeKey: scopes.key) else { return nil }
-        return serve(cached, account: context.account, scopes: scopes.scopes, scopeKey: scopes.key, now: now)
-    }
-
-    /// A proxied call's lookups in memory at once: the session of a token's hash (as
-    /// ``cachedSessionForAPI(hash:)``; nil: none cached) and, when its account is of `provider`,
-    /// the account's token for `scopes` as ``cachedUpstreamAccessToken(for:scopes:)`` serves it.
+    /// A proxied call's credentials in memory, without waiting, under one lock: the session of a
+    /// token's hash, when this instance holds it and its account is of `provider`, and that
+    /// account's upstream access token for `scopes`, when one is held and not yet due for its
+    /// refresh (one close to that point is still served, and refreshed in the background). Nil
+    /// when either is missing: ask ``authenticateForAPI(accessToken:)`` and
+    /// ``upstreamAccessToken(for:scopes:rejected:)``.
     public func cachedForAPI(
         hash: TokenHash,
         provider: String,
         scopes: UpstreamScopes
-    ) -> (session: SessionContext, token: UpstreamAccessToken?)? {
+    ) -> (session: SessionContext, token: UpstreamAccessToken)? {
         let now = clock.now()
-        guard let (session, cached) = cache.sessionAndToken(hash, scopeKey: scopes.key, now: now) else { return nil }
-        guard session.account.provider == provider, let cached else { return (session, nil) }
-        return (session, serve(cached, account: session.account, scopes: scopes.scopes, scopeKey: scopes.key, now: now))
+        guard let (session, cached) = cache.sessionAndToken(hash, scopeKey: scopes.key, now: now),
+            session.account.provider == provider, let cached,
+            let token = serve(cached, account: session.account, scopes: scopes.scopes, scopeKey: scopes.key, now: now)
+        else { return nil }
+        return (session, token)
     }
 
     /// A valid upstream access token of the session's account for `scopes`: from memory, else

@@ -66,9 +66,8 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// `duration` in nanoseconds, the unit of ``now()`` and of every deadline on a loop
-    /// (truncated toward zero; beyond ±292 years, the largest count). One 128-bit division of
-    /// its attoseconds: `Duration.components` costs about twice as much (a division and a
-    /// remainder, then a multiplication back).
+    /// (truncated toward zero; beyond ±292 years, the largest count). From its attoseconds:
+    /// `Duration.components` costs more (128-bit divisions and multiplications).
     public static func nanoseconds(_ duration: Duration) -> Int64 {
         let attoseconds = duration.attoseconds
         let magnitude = attoseconds.magnitude

@@ -24,10 +24,9 @@ public struct TokenHash: Sendable, Hashable {
     /// What `Set` and `Dictionary` ask for: the same eight bytes, spread by a multiplication
     /// instead of SipHash (``WordKey``; no client chooses a digest's bytes).
     public func _rawHashValue(seed: Int) -> Int {
-        bytes.withUnsafeBytes { raw in
-            guard raw.count >= 8 else { return raw.reduce(0) { $0 &* 31 &+ Int($1) } ^ seed }
-            return WordKey.hash(raw.loadUnaligned(as: UInt64.self), seed: seed)
-        }
+        var word: UInt64 = 0
+        bytes.withUnsafeBytes { raw in withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw.prefix(8))) } }
+        return WordKey.hash(word, seed: seed)
     }
 
     public static func == (lhs: TokenHash, rhs: TokenHash) -> Bool {

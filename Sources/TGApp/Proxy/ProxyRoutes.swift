@@ -117,10 +117,7 @@ struct ProxyAccountTokens: ProxyCredentials {
             presented = (try Self.hash(UnsafeBufferPointer(rebasing: header[bounds]), memo: memo), isDPoP)
         }
         guard let (hash, isDPoP) = presented else { throw AuthRoutes.noToken }
-        guard let (session, cached) = tokens.cachedForAPI(hash: hash, provider: provider, scopes: scopes),
-            session.account.provider == provider,
-            let token = cached
-        else { return nil }
+        guard let (session, token) = tokens.cachedForAPI(hash: hash, provider: provider, scopes: scopes) else { return nil }
         guard try DPoPGate.needsProof(session: session, isDPoP: isDPoP, dpop: dpop) else { return credential(token) }
         // A bound session's proof: its signature check and its record in the shared table, in a
         // task off the loop, before the call goes.
