@@ -99,7 +99,7 @@ start_placement() {
     placement_pids=("$floor_pid" "$tg_pid" "$tg_log_pid")
     wait_for "http://127.0.0.1:$TG_PORT/readyz"
     wait_for "http://127.0.0.1:$TG_LOG_PORT/readyz"
-    wait_for "http://127.0.0.1:$FLOOR_PORT/hello"
+    wait_for "http://127.0.0.1:$FLOOR_PORT/healthz"
     sleep 1
     nginx_worker=$(pgrep -P "$(cat "$work/nginx.pid")" | head -n 1)
 }
@@ -211,17 +211,17 @@ placement() {
     for target in nginx floor tg tglog; do : >"$work/$name.$target"; done
     for _ in $(seq "$rounds"); do
         measure "$work/$name.nginx" - "http://127.0.0.1:$NGINX_PORT/hello" "${hello[@]}"
-        measure "$work/$name.floor" "$floor_pid" "http://127.0.0.1:$FLOOR_PORT/hello"
+        measure "$work/$name.floor" "$floor_pid" "http://127.0.0.1:$FLOOR_PORT/hello" "${hello[@]}"
         measure "$work/$name.tg" "$tg_pid" "http://127.0.0.1:$TG_PORT/api/bench/hello" "${hello[@]}"
         measure "$work/$name.tglog" "$tg_log_pid" "http://127.0.0.1:$TG_LOG_PORT/api/bench/hello" "${hello[@]}"
     done
     if [ "$name" = pinned ]; then
         count nginx "$nginx_worker" "http://127.0.0.1:$NGINX_PORT/hello" "${hello[@]}" >"$work/counts"
-        count floor "$floor_pid" "http://127.0.0.1:$FLOOR_PORT/hello" >>"$work/counts"
+        count floor "$floor_pid" "http://127.0.0.1:$FLOOR_PORT/hello" "${hello[@]}" >>"$work/counts"
         count tokengate "$tg_pid" "http://127.0.0.1:$TG_PORT/api/bench/hello" "${hello[@]}" >>"$work/counts"
         count tokengate-log "$tg_log_pid" "http://127.0.0.1:$TG_LOG_PORT/api/bench/hello" "${hello[@]}" >>"$work/counts"
         if [ -n "${STRACE_STACKS:-}" ]; then
-            stacks floor "$floor_pid" "http://127.0.0.1:$FLOOR_PORT/hello" >"$work/stacks"
+            stacks floor "$floor_pid" "http://127.0.0.1:$FLOOR_PORT/hello" "${hello[@]}" >"$work/stacks"
             stacks tokengate "$tg_pid" "http://127.0.0.1:$TG_PORT/api/bench/hello" "${hello[@]}" >>"$work/stacks"
         fi
     fi

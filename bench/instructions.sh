@@ -144,12 +144,12 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: DPoP $bound" -H
 # The floor's /healthz answers TokenGate's body (as in bench/proxy.sh).
 healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateVersion =/ {print $2}' Sources/TGApp/Version.swift)")
 export $(floor_fields 127.0.0.1:$TG_PORT)
-PROXY_FLOOR_HEALTHZ_BODY=$healthz_body under_callgrind floor "http://127.0.0.1:$FLOOR_PORT/healthz" "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1
+PROXY_FLOOR_APP_TOKEN=$token PROXY_FLOOR_HEALTHZ_BODY=$healthz_body under_callgrind floor "http://127.0.0.1:$FLOOR_PORT/healthz" "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1
 floor_pid=$cg_pid
 
 echo "user-space instructions per request (callgrind), wrk -t1 -c$connections for ${seconds}s each"
 count tokengate-cached $tg_pid "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token"
 count tokengate-dpop $tg_pid "$dpop_url" -s bench/dpop.lua -- "$work/proofs" 1 "$bound" /api/bench/hello
-count floor-cached $floor_pid "http://127.0.0.1:$FLOOR_PORT/hello"
+count floor-cached $floor_pid "http://127.0.0.1:$FLOOR_PORT/hello" -H "Authorization: Bearer $token"
 count tokengate-healthz $tg_pid "http://127.0.0.1:$TG_PORT/healthz"
 count floor-healthz $floor_pid "http://127.0.0.1:$FLOOR_PORT/healthz"

@@ -103,7 +103,7 @@ per_request_us() {
 for _ in $(seq "$rounds"); do
     read -r n_rps _ n_p99 _ <<<"$(wrk_run "http://127.0.0.1:$NGINX_PORT/hello" -H "Authorization: Bearer $token")"
     echo "$n_rps $(ms "$n_p99")" >>"$work/n"
-    per_request_us "$floor_pid" wrk_run "http://127.0.0.1:$FLOOR_PORT/hello" >>"$work/f"
+    per_request_us "$floor_pid" wrk_run "http://127.0.0.1:$FLOOR_PORT/hello" -H "Authorization: Bearer $token" >>"$work/f"
     read -r t_rps t_p99 t_cpu t_err <<<"$(per_request_us "$tg_pid" wrk_run "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token")"
     echo "$t_rps $t_p99 $t_cpu" >>"$work/t"
     [ "$t_err" = none ] || errors="$t_err"
@@ -154,7 +154,7 @@ echo "burst    $burst requests at once to a 1 s upstream, $burst_rounds times: $
 env $(floor_fields 127.0.0.1:$TG_PORT) "${TMPDIR:-/tmp}/tokengate-proxy-floor" $((FLOOR_PORT + 10)) "http://127.0.0.1:$SLOW_PORT" "$floor_loops" $((9000 / floor_loops)) >"$work/floor-burst.log" 2>&1 &
 burst_floor=$!
 pids+=($burst_floor)
-wait_for "http://127.0.0.1:$((FLOOR_PORT + 10))/sleep"
+wait_for "http://127.0.0.1:$((FLOOR_PORT + 10))/healthz"
 bursts "$burst_floor" "http://127.0.0.1:$((FLOOR_PORT + 10))/sleep" "$work/burst-floor"
 peak_floor=$(awk '{print $4}' "$work/burst-floor" | median)
 echo "burst    the same through the C floor: $(awk '{print $1, $2, $3}' "$work/burst-floor" | tr '\n' ' ')peak_rss_mib median $peak_floor (spread $(awk '{print $4}' "$work/burst-floor" | spread)); TokenGate's peak x floor: $(ratio "$peak" "$peak_floor")"

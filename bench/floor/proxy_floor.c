@@ -9,8 +9,12 @@
  * TokenGate adds to every proxied call, with the same lengths: `Authorization: Bearer` with a
  * fixed token (PROXY_FLOOR_TOKEN; the bench passes one as long as its provider's), the client's
  * address in `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Forwarded-Host` (PROXY_FLOOR_PUBLIC_HOST)
- * and a fresh 15-character `X-Request-ID`, which every answer echoes, as TokenGate's do. No
- * authentication, no cache, no logging: what is left is the cost of the design itself.
+ * and a fresh 15-character `X-Request-ID`, which every answer echoes, as TokenGate's do. What the
+ * design must do with every call besides, it does the plainest way: the app's bearer token is read
+ * and compared with the one it accepts (PROXY_FLOOR_APP_TOKEN, when set; else any is taken; a call
+ * without one answers 401), the app's end-to-end fields go upstream and the API's come back (both
+ * without the hop-by-hop ones and those the proxy sets itself, each name compared with a short
+ * list). No cache, no logging, no limits: what is left is the cost of the design itself.
  *
  *   proxy_floor PORT UPSTREAM_BASE [LOOPS [CONNECTIONS]]   e.g. proxy_floor 18183 http://127.0.0.1:18181 1
  *   (UPSTREAM_BASE is scheme://host:port; the request's path replaces its path; CONNECTIONS is
@@ -55,6 +59,8 @@ static const char *healthz_body = "{\"status\":\"ok\"}";
 /* The upstream's bearer token and TokenGate's public host (PROXY_FLOOR_TOKEN, PROXY_FLOOR_PUBLIC_HOST). */
 static const char *upstream_token = "upstream-token";
 static const char *public_host = "127.0.0.1";
+/* The app's bearer token the floor accepts (PROXY_FLOOR_APP_TOKEN; unset, any): a call without it answers 401. */
+static const char *app_token;
 
 /* One of libcurl's sockets in the loop's epoll set: the events it is registered for there and the
    events libcurl wants (EPOLLIN and EPOLLOUT fit in a byte). */
@@ -94,11 +100,91 @@ struct request {
     long status;
     int started; /* its transfer (or a refusal): the next call answers */
     int compact; /* its easy handle reads into a compact buffer */
-    /* The request's own fields, chained in front of the loop's (no allocation per request). */
-    struct curl_slist forwarded_for, request_id;
+    /* The request's own fields, chained in front of the loop's (no allocation per request): the
+       app's end-to-end ones first (lines in app_lines), then X-Forwarded-For and X-Request-ID. */
+    struct curl_slist app_fields[16], forwarded_for, request_id;
+    char app_lines[2048];
+    size_t app_lines_used;
+    int app_field_count;
     char forwarded_for_line[64];
     char request_id_line[32]; /* "X-Request-ID: " and the id */
+    /* The API's end-to-end fields, each as its name and value ending in NUL, one after the other. */
+    char answer_fields[2048];
+    size_t answer_fields_used;
+    int answer_field_count;
 };
+
+/* A field name in lowercase with its length. */
+struct name {
+    const char *text;
+    size_t length;
+};
+#define NAME(text) {text, sizeof text - 1}
+
+/* NAME (LENGTH bytes, any case) is one of NAMES (ended by an empty one). */
+static int named(const char *name, size_t length, const struct name *names) {
+    for (; names->length; names++)
+        if (names->length == length && strncasecmp(name, names->text, length) == 0) return 1;
+    return 0;
+}
+
+/* Fields that never pass a proxy either way (RFC 9110 §7.6.1), and those the proxy sets itself. */
+static const struct name request_dropped[] = {
+    NAME("connection"), NAME("keep-alive"), NAME("proxy-connection"), NAME("te"), NAME("trailer"),
+    NAME("transfer-encoding"), NAME("upgrade"), NAME("proxy-authorization"), NAME("host"), NAME("authorization"),
+    NAME("cookie"), NAME("content-length"), NAME("expect"), NAME("forwarded"), NAME("x-forwarded-for"),
+    NAME("x-forwarded-proto"), NAME("x-forwarded-host"), NAME("x-real-ip"), NAME("x-request-id"), {NULL, 0}};
+static const struct name answer_dropped[] = {
+    NAME("connection"), NAME("keep-alive"), NAME("proxy-connection"), NAME("te"), NAME("trailer"),
+    NAME("transfer-encoding"), NAME("upgrade"), NAME("proxy-authenticate"), NAME("set-cookie"), NAME("x-request-id"),
+    NAME("server"), NAME("date"), NAME("content-length"), {NULL, 0}};
+
+/* One of the app's fields: an end-to-end one becomes a line of the upstream request. */
+static enum MHD_Result on_app_field(void *user, enum MHD_ValueKind kind, const char *name, size_t name_length,
+                                    const char *value, size_t value_length) {
+    (void)kind;
+    struct request *request = user;
+    if (named(name, name_length, request_dropped) || request->app_field_count == 16) return MHD_YES;
+    size_t used = request->app_lines_used;
+    if (used + name_length + value_length + 3 > sizeof request->app_lines) return MHD_YES;
+    char *line = request->app_lines + used;
+    memcpy(line, name, name_length);
+    memcpy(line + name_length, ": ", 2);
+    memcpy(line + name_length + 2, value, value_length);
+    line[name_length + 2 + value_length] = 0;
+    request->app_lines_used = used + name_length + value_length + 3;
+    struct curl_slist *node = &request->app_fields[request->app_field_count++];
+    node->data = line;
+    node->next = &request->forwarded_for;
+    if (request->app_field_count > 1) request->app_fields[request->app_field_count - 2].next = node;
+    return MHD_YES;
+}
+
+/* One line of the API's answer head: an end-to-end field is kept for the app. */
+static size_t on_answer_line(char *data, size_t size, size_t count, void *user) {
+    struct request *request = user;
+    size_t bytes = size * count;
+    if (bytes >= 5 && memcmp(data, "HTTP/", 5) == 0) { /* a new head (after a 1xx): its own fields */
+        request->answer_fields_used = 0;
+        request->answer_field_count = 0;
+        return bytes;
+    }
+    const char *colon = memchr(data, ':', bytes);
+    if (colon == NULL || named(data, (size_t)(colon - data), answer_dropped)) return bytes;
+    const char *value = colon + 1, *end = data + bytes;
+    while (value < end && (*value == ' ' || *value == '\t')) value++;
+    while (end > value && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t')) end--;
+    size_t name_length = (size_t)(colon - data), value_length = (size_t)(end - value);
+    char *into = request->answer_fields + request->answer_fields_used;
+    if (request->answer_fields_used + name_length + value_length + 2 > sizeof request->answer_fields) return bytes;
+    memcpy(into, data, name_length);
+    into[name_length] = 0;
+    memcpy(into + name_length + 1, value, value_length);
+    into[name_length + 1 + value_length] = 0;
+    request->answer_fields_used += name_length + value_length + 2;
+    request->answer_field_count++;
+    return bytes;
+}
 
 #define REQUEST_ID_FIELD "X-Request-ID: "
 
@@ -229,7 +315,8 @@ static struct request *take_request(struct loop *loop, struct MHD_Connection *co
         request->forwarded_for.next = &request->request_id;
         request->request_id.data = request->request_id_line;
         request->request_id.next = loop->headers;
-        curl_easy_setopt(request->easy, CURLOPT_HTTPHEADER, &request->forwarded_for);
+        curl_easy_setopt(request->easy, CURLOPT_HEADERFUNCTION, on_answer_line);
+        curl_easy_setopt(request->easy, CURLOPT_HEADERDATA, request);
         curl_easy_setopt(request->easy, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(request->easy, CURLOPT_WRITEDATA, request);
         curl_easy_setopt(request->easy, CURLOPT_PRIVATE, request);
@@ -244,9 +331,22 @@ static struct request *take_request(struct loop *loop, struct MHD_Connection *co
                   sizeof request->forwarded_for_line - 17) == NULL)
         strcpy(request->forwarded_for_line + 17, "unknown");
     next_request_id(loop, request->request_id_line);
+    request->app_lines_used = 0;
+    request->app_field_count = 0;
+    MHD_get_connection_values_n(connection, MHD_HEADER_KIND, on_app_field, request);
+    curl_easy_setopt(request->easy, CURLOPT_HTTPHEADER, request->app_field_count ? &request->app_fields[0] : &request->forwarded_for);
+    request->answer_fields_used = 0;
+    request->answer_field_count = 0;
     request->length = 0;
     request->status = 0;
     request->started = 0;
+    /* The app's bearer token (the one the floor accepts, when it was told one), or 401 at once. */
+    const char *authorization = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (authorization == NULL || strncmp(authorization, "Bearer ", 7) != 0 || authorization[7] == 0 ||
+        (app_token != NULL && strcmp(authorization + 7, app_token) != 0)) {
+        request->started = 1;
+        request->status = 401;
+    }
     return request;
 }
 
@@ -279,6 +379,7 @@ static int harvest(struct loop *loop) {
             curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &request->status);
         } else {
             request->status = 502;
+            request->answer_field_count = 0;
         }
         curl_multi_remove_handle(loop->multi, easy);
         MHD_resume_connection(request->connection);
@@ -327,7 +428,12 @@ static enum MHD_Result on_request(void *user, struct MHD_Connection *connection,
         request->status = 400; /* a path libcurl refuses: answered at once */
     }
     struct MHD_Response *response = MHD_create_response_from_buffer(request->length, request->body, MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(response, "Content-Type", "application/json");
+    const char *field = request->answer_fields;
+    for (int index = 0; index < request->answer_field_count; index++) {
+        const char *value = field + strlen(field) + 1;
+        MHD_add_response_header(response, field, value);
+        field = value + strlen(value) + 1;
+    }
     MHD_add_response_header(response, "X-Request-ID", request->request_id_line + sizeof REQUEST_ID_FIELD - 1);
     enum MHD_Result queued = MHD_queue_response(connection, (unsigned int)request->status, response);
     MHD_destroy_response(response);
@@ -425,6 +531,7 @@ int main(int argc, char **argv) {
     if (getenv("PROXY_FLOOR_HEALTHZ_BODY")) healthz_body = getenv("PROXY_FLOOR_HEALTHZ_BODY");
     if (getenv("PROXY_FLOOR_TOKEN")) upstream_token = getenv("PROXY_FLOOR_TOKEN");
     if (getenv("PROXY_FLOOR_PUBLIC_HOST")) public_host = getenv("PROXY_FLOOR_PUBLIC_HOST");
+    app_token = getenv("PROXY_FLOOR_APP_TOKEN");
     if (getenv("PROXY_FLOOR_SPIN_NS")) spin_ns = atol(getenv("PROXY_FLOOR_SPIN_NS"));
     int loops = argc > 3 ? atoi(argv[3]) : 1;
     if (argc > 4) upstream_connections = atol(argv[4]);
