@@ -1,5 +1,5 @@
 import CCurl
-import Foundation
+import TGBase
 
 /// Spare libcurl easy handles. Creating a handle and setting its options per request costs more
 /// than the rest of a small request's setup; so a handle keeps the options that are the same for
@@ -19,9 +19,9 @@ import Foundation
 final class EasyHandlePool: @unchecked Sendable {
     // Invariant: `spare` and `spareCompact` are only accessed with `lock` held; a handle in either
     // is attached to no multi handle and owned by the pool alone.
-    // NSLock, not Mutex: taken in libcurl's callbacks on the event threads too, where
+    // A pthread lock, not Mutex: taken in libcurl's callbacks on the event threads too, where
     // ThreadSanitizer reports Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
-    private let lock = NSLock()
+    private let lock = Lock()
     private var spare: [EasyHandle] = []
     private var spareCompact: [EasyHandle] = []
     private let capacity: Int

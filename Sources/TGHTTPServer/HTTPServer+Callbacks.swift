@@ -2,6 +2,7 @@ import CMicroHTTPD
 import CMicroHTTPDShims
 import HTTPTypes
 import Synchronization
+import TGBase
 import TGEventLoop
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import CMicroHTTPD
 import CMicroHTTPDShims
 import HTTPTypes
 import Synchronization
+import TGBase
 
 // Requests whose body streams (`RequestLimits.streamsBody`): the handler runs once the head has
 // arrived and reads the body from a `RequestBodyStream` while libmicrohttpd receives it.

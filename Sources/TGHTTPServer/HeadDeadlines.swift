@@ -1,4 +1,5 @@
 import Synchronization
+import TGBase
 import TGEventLoop
 
 #if canImport(Glibc)

@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import TGBase
 
 /// A request body read while it arrives: chunks of bytes in order, ending at the end of the body.
 ///

@@ -1,3 +1,4 @@
+import TGBase
 import TGEventLoop
 
 #if canImport(Glibc)

@@ -16,10 +16,25 @@ struct ProxyTarget: Equatable {
         // Most paths are plain (no escape, no character the full check refuses or decodes): one
         // pass over the bytes in place finds that, and the path is its own decoded form.
         if rest.withUTF8Bytes(Self.isPlain) {
-            let path = "/" + rest
+            let path = Self.slashed(rest)
             self.init(rawPath: path, decodedPath: path)
         } else {
             try self.init(checking: rest)
+        }
+    }
+
+    /// `/` and `rest`, written into the string's storage at once (a concatenation goes through
+    /// the general append, on every call).
+    private static func slashed(_ rest: String) -> String {
+        var rest = rest
+        return rest.withUTF8 { bytes in
+            String(unsafeUninitializedCapacity: bytes.count + 1) { buffer in
+                buffer[0] = UInt8(ascii: "/")
+                if let source = bytes.baseAddress, !bytes.isEmpty {
+                    UnsafeMutableRawPointer(buffer.baseAddress! + 1).copyMemory(from: source, byteCount: bytes.count)
+                }
+                return bytes.count + 1
+            }
         }
     }
 

@@ -14,7 +14,10 @@
  * and compared with the one it accepts (PROXY_FLOOR_APP_TOKEN, when set; else any is taken; a call
  * without one answers 401), the app's end-to-end fields go upstream and the API's come back (both
  * without the hop-by-hop ones and those the proxy sets itself, each name compared with a short
- * list). No cache, no logging, no limits: what is left is the cost of the design itself.
+ * list). Connections idle for 15 s are closed (libmicrohttpd's connection timeout, TokenGate's
+ * default `server.connection_timeout_seconds`: a server without one is held open by any client
+ * that stops talking). No cache, no logging, no other limits: what is left is the cost of the
+ * design itself.
  *
  *   proxy_floor PORT UPSTREAM_BASE [LOOPS [CONNECTIONS]]   e.g. proxy_floor 18183 http://127.0.0.1:18181 1
  *   (UPSTREAM_BASE is scheme://host:port; the request's path replaces its path; CONNECTIONS is
@@ -480,7 +483,8 @@ static void *run_loop(void *unused) {
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(0x7F000001)};
     loop->daemon = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, port, NULL, NULL, on_request, loop,
                                     MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-                                    MHD_OPTION_CONNECTION_LIMIT, 20000u, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)14336,
+                                    MHD_OPTION_CONNECTION_LIMIT, 20000u, MHD_OPTION_CONNECTION_TIMEOUT, 15u,
+                                    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)14336,
                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, loop,
                                     MHD_OPTION_END);
     if (loop->daemon == NULL) {

@@ -4,16 +4,18 @@ import Glibc
 import Darwin
 #endif
 
-/// A pthread mutex.
+/// A pthread mutex: the lock of state that C libraries' threads and Swift tasks share (the
+/// server's, the client's easy handles).
 ///
 /// Used instead of `Synchronization.Mutex` because ThreadSanitizer on Linux reports false positives
-/// on `Mutex` hand-offs between the libmicrohttpd threads and Swift tasks (see docs/c-libraries.md).
-final class Lock: @unchecked Sendable {
+/// on `Mutex` hand-offs between the libmicrohttpd threads and Swift tasks (see docs/c-libraries.md);
+/// instead of Foundation's `NSLock` because that goes through two more calls on every lock and unlock.
+public final class Lock: @unchecked Sendable {
     // Invariant: `mutex` is allocated once, initialised in init and destroyed in deinit; all other
     // access goes through pthread_mutex_lock/unlock, which are thread-safe by definition.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    init() {
+    public init() {
         mutex = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
     }
@@ -23,12 +25,12 @@ final class Lock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func lock() { pthread_mutex_lock(mutex) }
+    public func lock() { pthread_mutex_lock(mutex) }
 
-    func unlock() { pthread_mutex_unlock(mutex) }
+    public func unlock() { pthread_mutex_unlock(mutex) }
 
     @inline(__always)
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    public func withLock<T>(_ body: () throws -> T) rethrows -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body()
