@@ -1,4 +1,4 @@
-import Foundation
+import TGBase
 
 /// A bounded, lock-protected queue of byte chunks between a streamed request body's producer (the
 /// caller's task, through ``HTTPClientBodyWriter``) and libcurl's read callback on the event thread.
@@ -7,9 +7,9 @@ import Foundation
 /// queue down to `highWater / 2`.
 final class BodyChannel: @unchecked Sendable {
     // Invariant: every field is only accessed with `lock` held.
-    // NSLock, not Mutex: taken in libcurl's callbacks on the event threads too, where
+    // A pthread lock, not Mutex: taken in libcurl's callbacks on the event threads too, where
     // ThreadSanitizer reports Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
-    private let lock = NSLock()
+    private let lock = Lock()
     private var chunks: [[UInt8]] = []
     private var head = 0
     private var offset = 0

@@ -68,6 +68,37 @@ import Testing
         }
     }
 
+    /// An API bound to another provider than the account's answers `wrong_provider`, over real
+    /// sockets, both when nothing is in memory (the credential is loaded in a task) and once the
+    /// session and the account's token are (memory serves only an API of the account's own
+    /// provider); the API is never called. The second API's address has no server: a call that
+    /// went out would answer 502, not 403.
+    @Test func anAPIOfAnotherProviderRefusesTheAccountWithAndWithoutItsTokenInMemory() async throws {
+        let provider = #"kind: oidc, issuer: "http://127.0.0.1:{fake_port}", client_id: tokengate, client_secret: s3cret"#
+        let closedPort = try freeLoopbackPort()
+        let work = #"{ name: work, base_url: "http://127.0.0.1:\#(closedPort)", provider: other, scopes: [User.Read], path_prefixes: ["/me"]"#
+        try await AuthFlowHarness.run(
+            providerEntry: "{ name: fake, \(provider) }\n  - { name: other, \(provider) }",
+            withGraphAPI: true,
+            upstreamOptions: Self.paths + " }, " + work,
+            appClientOptions: ", providers: [fake]",
+            transport: .sockets
+        ) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            func call(_ api: String) async throws -> (Int?, String?) {
+                let result = try await curl(["-i", harness.baseURL + "/api/\(api)/me", "-H", "Authorization: Bearer \(token)"])
+                return (result.status, result.json["code"] as? String)
+            }
+            #expect(try await call("work") == (403, "wrong_provider"))
+            #expect(try await call("graph") == (200, nil))
+            #expect(try await call("graph") == (200, nil))
+            #expect(try await call("work") == (403, "wrong_provider"))
+            let scrape = try await harness.scrapeMetrics()
+            // The second call to the account's own API came from memory; neither refusal did.
+            #expect(scrape.contains(#"tokengate_proxy_calls_total{path="loop"} 1"#), "\(scrape)")
+        }
+    }
+
     @Test func refusesWhatTheAllowlistDoesNotOpenWithoutCallingTheAPI() async throws {
         try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: Self.paths, transport: .sockets) { harness in
             let token = try #require(try await harness.logIn()["access_token"] as? String)
