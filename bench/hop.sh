@@ -15,7 +15,8 @@
 #             TokenGate its default), wrk -t2;
 # ROUNDS (default 3) rounds of SECONDS (default 8) interleaved (nginx, floor, TokenGate with the
 # access log off, TokenGate with it on, its default buffering), wrk -cCONNECTIONS (default 64) on
-# GET /hello with TokenGate's fields (bench/lib.sh); medians of req/s, p99 and CPU µs per request
+# GET /hello with TokenGate's fields (bench/lib.sh) and the app's bearer token (all three get the
+# same `Authorization`); medians of req/s, p99 and CPU µs per request
 # (user + system of the process over the round, divided by the requests wrk counted), the ratios to
 # nginx and the floor, and the spread of the rounds. Then, pinned, the system calls per request of
 # each (`strace -c -f` attached while wrk -t1 runs 4 s; strace slows every call, so the batching

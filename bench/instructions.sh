@@ -10,8 +10,8 @@
 # Starts a throwaway PostgreSQL, oidc-provider-mock, an nginx upstream, a release `tokengate serve`
 # under callgrind (with its instrumentation off until the load starts) and the floor under
 # callgrind, logs in once, warms the cached path, then for SECONDS (default 10) drives each with
-# `wrk -t1 -c4` (CONNECTIONS) on the cached proxied call (`GET /api/bench/hello`; the floor sends the fields
-# TokenGate sends, bench/lib.sh), for TokenGate also with a DPoP-bound token (a fresh proof per
+# `wrk -t1 -c4` (CONNECTIONS) on the cached proxied call (`GET /api/bench/hello`, the app's bearer token
+# in both; the floor checks it and sends the fields TokenGate sends, bench/lib.sh), for TokenGate also with a DPoP-bound token (a fresh proof per
 # call, bench/dpop.lua) and on `/healthz`. Prints instructions per request by library
 # (`memset` apart: libmicrohttpd clears a connection's memory pool with `rep stosb`, which
 # callgrind counts per byte), and TokenGate's TOP (default 25) functions of its own by

@@ -9,7 +9,8 @@
 #   1. cached   GET /api/bench/hello through TokenGate (session and upstream token in memory) vs
 #               nginx `proxy_pass` and vs the C floor, both sending the upstream the fields
 #               TokenGate sends (a bearer token of the same length, X-Forwarded-For, -Proto, -Host,
-#               X-Request-ID, echoed in the answer; bench/lib.sh), all to the same nginx upstream; wrk -t2 -cCONNECTIONS, alternating ROUNDS times,
+#               X-Request-ID, echoed in the answer; bench/lib.sh), all three sent the app's bearer
+#               token, all to the same nginx upstream; wrk -t2 -cCONNECTIONS, alternating ROUNDS times,
 #               medians; ratios of req/s and p99 to nginx, and CPU time per request (user + system
 #               of the process over the run, divided by the requests wrk counted) of TokenGate and
 #               of the floor (nginx's would include its upstream, which serves all three).
