@@ -282,7 +282,9 @@ def main(argv: list) -> int:
         return rolling(devices=args.devices or 24)
     if args.scenario == "client":
         from .provider_faults import client
-        # An outage of 30 s still reaches the 16 s backoff window; the recovery is as long.
+        # An outage of 25 s still reaches the 16 s backoff window; the recovery is as long. Not
+        # one as long as a sum of the windows (2, 6, 14, 30, 62 s): the provider's last refusal
+        # would race its return, and a refusal just before it starts a window twice as long.
         return client(devices=args.devices or 24, outage=args.amount or 45, recovery=args.amount or 45)
     if args.scenario == "soak":
         return soak(minutes=args.amount or 10, devices=args.devices or 24, every=args.every)
