@@ -103,19 +103,30 @@ struct request {
     long status;
     int started; /* its transfer (or a refusal): the next call answers */
     int compact; /* its easy handle reads into a compact buffer */
-    /* The request's own fields, chained in front of the loop's (no allocation per request): the
-       app's end-to-end ones first (lines in app_lines), then X-Forwarded-For and X-Request-ID. */
-    struct curl_slist app_fields[16], forwarded_for, request_id;
-    char app_lines[2048];
-    size_t app_lines_used;
-    int app_field_count;
+    /* The request's own fields, chained in front of the loop's: the app's end-to-end ones first
+       (their nodes and lines in buffers grown as needed and kept with the recycled request), then
+       X-Forwarded-For and X-Request-ID. */
+    struct curl_slist *app_fields, forwarded_for, request_id;
+    int app_field_count, app_field_capacity;
+    char *app_lines;
+    size_t app_lines_used, app_lines_capacity;
     char forwarded_for_line[64];
     char request_id_line[32]; /* "X-Request-ID: " and the id */
-    /* The API's end-to-end fields, each as its name and value ending in NUL, one after the other. */
-    char answer_fields[2048];
-    size_t answer_fields_used;
+    /* The API's end-to-end fields, each as its name and value ending in NUL, one after the other
+       (a buffer grown as needed, kept with the recycled request). */
+    char *answer_fields;
+    size_t answer_fields_used, answer_fields_capacity;
     int answer_field_count;
 };
+
+/* *BUFFER holds at least NEED bytes (grown by doubling; its content kept). */
+static void reserve(char **buffer, size_t *capacity, size_t need) {
+    if (need <= *capacity) return;
+    size_t grown = *capacity ? *capacity * 2 : 128;
+    while (grown < need) grown *= 2;
+    *buffer = realloc(*buffer, grown);
+    *capacity = grown;
+}
 
 /* A field name in lowercase with its length. */
 struct name {
@@ -147,19 +158,21 @@ static enum MHD_Result on_app_field(void *user, enum MHD_ValueKind kind, const c
                                     const char *value, size_t value_length) {
     (void)kind;
     struct request *request = user;
-    if (named(name, name_length, request_dropped) || request->app_field_count == 16) return MHD_YES;
+    if (named(name, name_length, request_dropped)) return MHD_YES;
     size_t used = request->app_lines_used;
-    if (used + name_length + value_length + 3 > sizeof request->app_lines) return MHD_YES;
+    reserve(&request->app_lines, &request->app_lines_capacity, used + name_length + value_length + 3);
     char *line = request->app_lines + used;
     memcpy(line, name, name_length);
     memcpy(line + name_length, ": ", 2);
     memcpy(line + name_length + 2, value, value_length);
     line[name_length + 2 + value_length] = 0;
     request->app_lines_used = used + name_length + value_length + 3;
-    struct curl_slist *node = &request->app_fields[request->app_field_count++];
-    node->data = line;
-    node->next = &request->forwarded_for;
-    if (request->app_field_count > 1) request->app_fields[request->app_field_count - 2].next = node;
+    if (request->app_field_count == request->app_field_capacity) {
+        request->app_field_capacity = request->app_field_capacity ? request->app_field_capacity * 2 : 4;
+        request->app_fields = realloc(request->app_fields, (size_t)request->app_field_capacity * sizeof *request->app_fields);
+    }
+    /* Where the line starts; made a pointer once all are in (the buffer may move as it grows). */
+    request->app_fields[request->app_field_count++].data = (char *)(uintptr_t)used;
     return MHD_YES;
 }
 
@@ -178,8 +191,8 @@ static size_t on_answer_line(char *data, size_t size, size_t count, void *user) 
     while (value < end && (*value == ' ' || *value == '\t')) value++;
     while (end > value && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t')) end--;
     size_t name_length = (size_t)(colon - data), value_length = (size_t)(end - value);
+    reserve(&request->answer_fields, &request->answer_fields_capacity, request->answer_fields_used + name_length + value_length + 2);
     char *into = request->answer_fields + request->answer_fields_used;
-    if (request->answer_fields_used + name_length + value_length + 2 > sizeof request->answer_fields) return bytes;
     memcpy(into, data, name_length);
     into[name_length] = 0;
     memcpy(into + name_length + 1, value, value_length);
@@ -337,6 +350,11 @@ static struct request *take_request(struct loop *loop, struct MHD_Connection *co
     request->app_lines_used = 0;
     request->app_field_count = 0;
     MHD_get_connection_values_n(connection, MHD_HEADER_KIND, on_app_field, request);
+    for (int index = 0; index < request->app_field_count; index++) {
+        struct curl_slist *node = &request->app_fields[index];
+        node->data = request->app_lines + (uintptr_t)node->data;
+        node->next = index + 1 < request->app_field_count ? node + 1 : &request->forwarded_for;
+    }
     curl_easy_setopt(request->easy, CURLOPT_HTTPHEADER, request->app_field_count ? &request->app_fields[0] : &request->forwarded_for);
     request->answer_fields_used = 0;
     request->answer_field_count = 0;
@@ -360,6 +378,9 @@ static void recycle_request(struct loop *loop, struct request *request) {
         curl_easy_cleanup(request->easy);
         curl_url_cleanup(request->url);
         free(request->body);
+        free(request->app_fields);
+        free(request->app_lines);
+        free(request->answer_fields);
         free(request);
         return;
     }
