@@ -6,9 +6,9 @@ import TGEventLoop
 
 // libcurl's socket, close and timer callbacks (CURLMOPT_SOCKETFUNCTION, CURLOPT_CLOSESOCKETFUNCTION,
 // CURLMOPT_TIMERFUNCTION): they put the transfers' sockets into the loop's epoll set and its
-// timeout where the client's hook before every wait finds it. All are called by libcurl on the loop's thread, from inside
-// `curl_multi_socket_action`, `curl_multi_add_handle`, `curl_multi_remove_handle` or
-// `curl_multi_cleanup`.
+// timeout where the client's hook before every wait finds it. All are called by libcurl on the
+// loop's thread, from inside `curl_multi_socket_action`, `curl_multi_add_handle`,
+// `curl_multi_remove_handle` or `curl_multi_cleanup`.
 //
 // A socket libcurl stops watching (its connection goes back to libcurl's pool) stays in the epoll
 // set, parked: the next request on that connection costs no `epoll_ctl` and no allocation. A

@@ -26,8 +26,7 @@ struct ProxyTarget: Equatable {
     /// `/` and `rest`, written into the string's storage at once (a concatenation goes through
     /// the general append, on every call).
     private static func slashed(_ rest: String) -> String {
-        var rest = rest
-        return rest.withUTF8 { bytes in
+        rest.withUTF8Bytes { bytes in
             String(unsafeUninitializedCapacity: bytes.count + 1) { buffer in
                 buffer[0] = UInt8(ascii: "/")
                 if let source = bytes.baseAddress, !bytes.isEmpty {

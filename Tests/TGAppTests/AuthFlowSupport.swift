@@ -68,10 +68,14 @@ struct AuthFlowHarness {
         fakePathPrefix: String = "",
         /// The whole provider entry instead of the fake's `oidc` one; `{fake_port}` becomes the fake's port.
         providerEntry: String? = nil,
+        /// More providers' entries after the first (`{fake_port}` as in `providerEntry`).
+        moreProviders: [String] = [],
         withGraphAPI: Bool = false,
         /// The path the Graph-shaped API lives under (`/v1.0`; none by default).
         graphBasePath: String = "",
         upstreamOptions: String = "",
+        /// More APIs' entries after `graph`'s (with `withGraphAPI`).
+        moreUpstreams: [String] = [],
         databaseURL fixedURL: String? = nil,
         /// The app client's `post_logout_redirect_uris`.
         postLogoutRedirectURIs: [String] = [],
@@ -87,9 +91,13 @@ struct AuthFlowHarness {
             let port = try freeLoopbackPort()
             fake.registerClient(id: "tokengate", secret: "s3cret", redirectURIs: ["http://127.0.0.1:\(port)/auth/callback"])
             let upstreams =
-                graph.map {
-                    "upstreams: [{ name: graph, base_url: \"\($0.apiURL)\", provider: fake, scopes: [User.Read]\(upstreamOptions) }]"
+                graph.map { graph in
+                    let entry = "{ name: graph, base_url: \"\(graph.apiURL)\", provider: fake, scopes: [User.Read]\(upstreamOptions) }"
+                    return "upstreams: [\(([entry] + moreUpstreams).joined(separator: ", "))]"
                 } ?? ""
+            let otherProviders = moreProviders.map { entry in
+                "\n  - " + entry.replacingOccurrences(of: "{fake_port}", with: String(fake.port))
+            }.joined()
             let text = """
                 server: { host: 127.0.0.1, port: \(port), \(rateLimits)\(serverOptions) }
                 database: { url: "\(url)" }
@@ -98,7 +106,7 @@ struct AuthFlowHarness {
                   - { client_id: \(appClient), redirect_uris: ["\(appRedirect)"], post_logout_redirect_uris: \(postLogoutRedirectURIs)\(appClientOptions) }
                   - { client_id: \(otherClient), redirect_uris: ["\(otherRedirect)"] }
                 providers:
-                  - \(providerEntry?.replacingOccurrences(of: "{fake_port}", with: String(fake.port)) ?? "{ name: fake, kind: oidc, issuer: \"\(realProvider?.issuer ?? fake.issuer)\", client_id: tokengate, client_secret: s3cret\(providerOptions) }")
+                  - \(providerEntry?.replacingOccurrences(of: "{fake_port}", with: String(fake.port)) ?? "{ name: fake, kind: oidc, issuer: \"\(realProvider?.issuer ?? fake.issuer)\", client_id: tokengate, client_secret: s3cret\(providerOptions) }")\(otherProviders)
                 \(upstreams)
                 \(extraConfiguration)
                 """

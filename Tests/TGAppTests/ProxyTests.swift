@@ -76,11 +76,13 @@ import Testing
     @Test func anAPIOfAnotherProviderRefusesTheAccountWithAndWithoutItsTokenInMemory() async throws {
         let provider = #"kind: oidc, issuer: "http://127.0.0.1:{fake_port}", client_id: tokengate, client_secret: s3cret"#
         let closedPort = try freeLoopbackPort()
-        let work = #"{ name: work, base_url: "http://127.0.0.1:\#(closedPort)", provider: other, scopes: [User.Read], path_prefixes: ["/me"]"#
+        let work = #"{ name: work, base_url: "http://127.0.0.1:\#(closedPort)", provider: other, scopes: [User.Read], path_prefixes: ["/me"] }"#
         try await AuthFlowHarness.run(
-            providerEntry: "{ name: fake, \(provider) }\n  - { name: other, \(provider) }",
+            providerEntry: "{ name: fake, \(provider) }",
+            moreProviders: ["{ name: other, \(provider) }"],
             withGraphAPI: true,
-            upstreamOptions: Self.paths + " }, " + work,
+            upstreamOptions: Self.paths,
+            moreUpstreams: [work],
             appClientOptions: ", providers: [fake]",
             transport: .sockets
         ) { harness in
