@@ -8,8 +8,8 @@
 # many cycles in one instruction, a system call's kernel work is no instruction of the process at
 # all. This samples each process's CPU instead (`perf record -e cpu-clock`, 4999 Hz, no hardware
 # counters needed) while wrk -t1 -cCONNECTIONS (default 64) loads it for SECONDS (default 6),
-# the server pinned on SERVER_CPUS (default 1) and wrk on LOAD_CPUS (default 0), ROUNDS (default
-# 2) rounds interleaved. Per target and round: req/s, and µs of CPU per request by library
+# the server, its upstream nginx and PostgreSQL pinned on SERVER_CPUS (default 1) and wrk on
+# LOAD_CPUS (default 0), ROUNDS (default 2) rounds interleaved. Per target and round: req/s, and µs of CPU per request by library
 # (samples × sample period ÷ requests; perf's own cost is in every figure alike), then TokenGate's
 # own code's costliest functions, reference counting (`swift_retain`/`swift_release`) first.
 # Medians over the rounds. TOKENGATE_BINARY=/path/to/tokengate profiles that build instead of this
@@ -21,6 +21,8 @@ seconds=${1:-6}
 rounds=${2:-2}
 connections=${3:-64}
 server_cpus=${SERVER_CPUS-1} load_cpus=${LOAD_CPUS-0}
+# The upstream nginx and PostgreSQL share the server's core, as in bench/hop.sh's pinned runs.
+export SERVER_CPUS=$server_cpus
 EXTRA_PACKAGES="nginx wrk linux-perf" scripts/deps.sh
 if [ -n "${TOKENGATE_BINARY:-}" ]; then
     bindir=$(cd "$(dirname "$TOKENGATE_BINARY")" && pwd)
@@ -37,7 +39,7 @@ trap 'stop_bench "$work" 25932' EXIT
 NGINX_PORT=18680 UPSTREAM_PORT=18681 FLOOR_PORT=18683 TG_PORT=18690 MOCK_PORT=18691
 
 bench_api_stack "$work" 25932
-SERVER_CPUS=$server_cpus start_tokengate "$work" $TG_PORT
+start_tokengate "$work" $TG_PORT
 token=$(login_token $TG_PORT)
 taskset -c "$server_cpus" env $(floor_fields 127.0.0.1:$TG_PORT) "$floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1 >"$work/floor.log" 2>&1 &
 floor_pid=$!
@@ -63,6 +65,8 @@ for round in $(seq "$rounds"); do
     sample tokengate "$tg_pid" "http://127.0.0.1:$TG_PORT/api/bench/hello" "$round"
 done
 
+# KEEP_PROFILES=DIR keeps the recordings (`perf report -i DIR/tokengate.1.data`).
+[ -z "${KEEP_PROFILES:-}" ] || { mkdir -p "$KEEP_PROFILES" && cp "$work"/*.data "$work"/*.rps "$KEEP_PROFILES/"; }
 echo "CPU per cached proxied GET by library (perf cpu-clock at 4999 Hz, wrk -t1 -c$connections on cpu $load_cpus, servers on cpu $server_cpus; medians of $rounds rounds of ${seconds}s)"
 python3 - "$work" "$rounds" "$seconds" <<'PY'
 import collections, statistics, subprocess, sys
