@@ -213,7 +213,8 @@ public enum TokenGateApp {
             loops: loops
         )
         // The body limits and deadlines routes declared (an API's), read as each request's head arrives.
-        settings.limits = { method, path in router.requestLimits(method, path: path) }
+        let limits = router.limitsTable
+        settings.limits = { method, path in limits.limits(method, path: path) }
         let application = Application(
             router: router,
             logger: logger,

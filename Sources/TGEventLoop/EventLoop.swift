@@ -239,8 +239,12 @@ public final class EventLoop: @unchecked Sendable {
             guard running else { break }
             runTimers()
             var sleep: Int64?
-            for entry in hooks {
-                if let wanted = entry.hook() { sleep = min(sleep ?? wanted, wanted) }
+            // By index: a `for` over the array holds a reference to it for the round (two
+            // counts per round, every round). A hook that adds or removes hooks is seen by count.
+            var hookIndex = 0
+            while hookIndex < hooks.count {
+                if let wanted = hooks[hookIndex].hook() { sleep = min(sleep ?? wanted, wanted) }
+                hookIndex += 1
             }
             // After the hooks: they may have scheduled timers (libcurl does, when it starts a transfer).
             if let next = nextTimerDelay() { sleep = min(sleep ?? next, next) }

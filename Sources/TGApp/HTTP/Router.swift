@@ -356,30 +356,69 @@ public struct Router: Sendable {
     }
 
     /// The body limit and deadline a route declared for a request to `path`, if any: asked by
-    /// the server when a request's head arrives, so on the path's bytes in place, without a
-    /// string, a dictionary or an allocation (every request comes through here).
+    /// the server when a request's head arrives (see ``limitsTable``).
     public func requestLimits(_ method: HTTPRequest.Method, path: Substring) -> HTTPServer.RequestLimits? {
-        guard !limited.isEmpty else { return nil }
-        return path.withUTF8Bytes { bytes in
-            for entry in limited {
-                let prefix = entry.prefix.count
-                guard bytes.count >= prefix, prefix == 0 || entry.prefix.withUnsafeBytes({ memcmp(bytes.baseAddress!, $0.baseAddress!, prefix) }) == 0
-                else { continue }
-                guard let table = entry.byNameThenRest else {
-                    if let limits = Self.limits(entry.segments, entry.limits, bytes) { return limits }
-                    continue
+        limitsTable.limits(method, path: path)
+    }
+
+    /// The routes' declared limits, fixed as they are now, for the server to look up as each
+    /// request's head arrives (`HTTPServer.Configuration.limits`): one object whose entries are
+    /// read in place, where a router captured by value gave a copy of its tables' references
+    /// to every request.
+    public var limitsTable: LimitsTable { LimitsTable(limited) }
+
+    /// See ``Router/limitsTable``.
+    public final class LimitsTable: Sendable {
+        let limited: [Limited]
+
+        init(_ limited: [Limited]) { self.limited = limited }
+
+        /// On the path's bytes in place, without a string, a dictionary or an allocation (every
+        /// request comes through here); the entries by index (a `for` over them copies each
+        /// one, four arrays).
+        public func limits(_ method: HTTPRequest.Method, path: Substring) -> HTTPServer.RequestLimits? {
+            guard !limited.isEmpty else { return nil }
+            return path.withUTF8Bytes { bytes in
+                limited.withUnsafeBufferPointer { entries in
+                    for index in entries.indices {
+                        let prefix = entries[index].prefix.count
+                        guard bytes.count >= prefix,
+                            prefix == 0 || entries[index].prefix.withUnsafeBytes({ memcmp(bytes.baseAddress!, $0.baseAddress!, prefix) }) == 0
+                        else { continue }
+                        guard entries[index].byNameThenRest != nil else {
+                            if let limits = Router.limits(entries[index].segments, entries[index].limits, bytes) { return limits }
+                            continue
+                        }
+                        // `/api/{upstream}/**`: the name runs to the next `/` or the end.
+                        let rest = UnsafeBufferPointer(rebasing: bytes[prefix...])
+                        let end = rest.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
+                        let name = UnsafeBufferPointer(rebasing: rest[..<end])
+                        guard !name.isEmpty else { continue }
+                        if let limits = Router.limits(named: name, in: entries[index].byNameThenRest!) { return limits }
+                    }
+                    return nil
                 }
-                // `/api/{upstream}/**`: the name runs to the next `/` or the end.
-                let rest = UnsafeBufferPointer(rebasing: bytes[prefix...])
-                let end = rest.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
-                let name = UnsafeBufferPointer(rebasing: rest[..<end])
-                if !name.isEmpty, let found = table.first(where: { $0.value.elementsEqual(name) }) { return found.limits }
+            }
+        }
+    }
+
+    /// The limits of the API named `name` in a `/api/{upstream}/**` table, by index in place.
+    fileprivate static func limits(
+        named name: UnsafeBufferPointer<UInt8>,
+        in table: borrowing [(value: [UInt8], limits: HTTPServer.RequestLimits)]
+    ) -> HTTPServer.RequestLimits? {
+        table.withUnsafeBufferPointer { rows in
+            for index in rows.indices where rows[index].value.count == name.count {
+                let equal = rows[index].value.withUnsafeBufferPointer { value in
+                    name.isEmpty || memcmp(value.baseAddress!, name.baseAddress!, name.count) == 0
+                }
+                if equal { return rows[index].limits }
             }
             return nil
         }
     }
 
-    private static func limits(_ pattern: [Segment], _ limits: RouteLimits, _ bytes: UnsafeBufferPointer<UInt8>) -> HTTPServer.RequestLimits? {
+    fileprivate static func limits(_ pattern: [Segment], _ limits: RouteLimits, _ bytes: UnsafeBufferPointer<UInt8>) -> HTTPServer.RequestLimits? {
         var found: HTTPServer.RequestLimits?
         if case .fixed(let fixed) = limits { found = fixed }
         let fits = walk(pattern, bytes) { name, actual in
