@@ -64,20 +64,20 @@ final class EasyHandlePool: @unchecked Sendable {
 
     /// Takes back a handle that is no longer attached to a multi handle. `reusable` false (its
     /// common options failed to set): it is destroyed. Each kind keeps at most `capacity`.
-    func give(_ handle: EasyHandle, reusable: Bool) {
-        let kept =
-            reusable
-            && lock.withLock {
-                if handle.compact {
-                    guard spareCompact.count < capacity else { return false }
-                    spareCompact.append(handle)
-                } else {
-                    guard spare.count < capacity else { return false }
-                    spare.append(handle)
-                }
-                return true
+    func give(_ handle: consuming EasyHandle, reusable: Bool) {
+        // Moved into the pool, not copied: a copy counted the references of its last URL and
+        // head buffer once more, and the caller's copy was destroyed (every call). So no
+        // `withLock` closure, which could only copy what it captures.
+        if reusable {
+            lock.lock()
+            if handle.compact ? spareCompact.count < capacity : spare.count < capacity {
+                if handle.compact { spareCompact.append(handle) } else { spare.append(handle) }
+                lock.unlock()
+                return
             }
-        if !kept { Self.destroy(handle) }
+            lock.unlock()
+        }
+        Self.destroy(handle)
     }
 
     private static func destroy(_ handle: EasyHandle) {

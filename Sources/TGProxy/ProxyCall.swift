@@ -153,7 +153,8 @@ final class ProxyCall: @unchecked Sendable {
             responder.fail(ProxyError.answerHeadTooLarge(size: size, room: request.answerHeadRoom))
             return
         }
-        if let metrics = proxy.metrics { (fromMemory ? metrics.fromMemory : metrics.loaded).increment() }
+        // The counter alone: binding `metrics` copied both (two counts and two releases a call).
+        if fromMemory { proxy.metrics?.fromMemory.increment() } else { proxy.metrics?.loaded.increment() }
         if let rewrite = upstream.linkRewrite {
             ProxyRelay.relayRewriting(head, exchange, method: method, rewrite: rewrite, responder: responder)
             return

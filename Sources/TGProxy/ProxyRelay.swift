@@ -20,15 +20,17 @@ enum ProxyRelay {
         location: ProxyLocation?,
         links: ProxyLinkRewrite? = nil
     ) -> ServerResponse {
-        var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
+        // The body chosen first and the answer made with it: an answer made empty, given its
+        // body afterwards and returned was copied (every field's reference counted twice) and
+        // the original destroyed, on every call.
+        let whole = exchange.isComplete && method != .head
+        var response = ServerResponse(
+            status: HTTPResponse.Status(code: head.status),
+            body: whole ? .bytes(exchange.takeAll()) : .source(ExchangeBody(exchange))
+        )
         ProxyHeaders.relay(head, location: location, links: links, into: &response)
-        if exchange.isComplete, method != .head {
-            response.body = .bytes(exchange.takeAll())
-        } else {
-            // A body read as it arrives is as long as announced (HEAD: the length of a GET's).
-            if let length = head.contentLength { response.headerFields[.contentLength] = String(length) }
-            response.body = .source(ExchangeBody(exchange))
-        }
+        // A body read as it arrives is as long as announced (HEAD: the length of a GET's).
+        if !whole, let length = head.contentLength { response.headerFields[.contentLength] = String(length) }
         return response
     }
 
