@@ -20,10 +20,8 @@ let uriLogCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CCha
     // The daemon borrowed (it outlives its callbacks), as in every callback below.
     Unmanaged<LoopDaemon>.fromOpaque(serverPointer!)._withUnsafeGuaranteedRef { daemon in
         daemon.inFlight.add(1, ordering: .relaxed)
-        let context = RequestContext(target: uri.map { String(cString: $0) } ?? "/", connection: connection, daemon: daemon)
-        if let connection, let entry = CShims_MHD_socket_context(connection) {
-            context.connectionEntry = Unmanaged<HeadDeadlines.Entry>.fromOpaque(entry).takeUnretainedValue()
-        }
+        let entry = connection.flatMap { CShims_MHD_socket_context($0) }.map { Unmanaged<HeadDeadlines.Entry>.fromOpaque($0).takeUnretainedValue() }
+        let context = RequestContext(target: uri.map { String(cString: $0) } ?? "/", connection: connection, daemon: daemon, connectionEntry: entry)
         return Unmanaged.passRetained(context).toOpaque()
     }
 }

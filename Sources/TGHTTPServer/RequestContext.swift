@@ -67,8 +67,9 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     /// A streamed body's progress: how far past `deadline` its last bytes arrived moved it, in
     /// nanoseconds (the body's reader thread and the loop's deadline check read it; the loop writes it).
     let deadlineExtension = Atomic<Int64>(0)
-    /// The connection's head-deadline entry (see ``HeadDeadlines``), if it has one.
-    var connectionEntry: HeadDeadlines.Entry?
+    /// The connection's head-deadline entry (see ``HeadDeadlines``), if it has one. A `let`:
+    /// read several times a request, each read of a `var` counted a reference.
+    let connectionEntry: HeadDeadlines.Entry?
     /// Its place among its loop's requests waiting under a deadline (``RequestDeadlines``); -1
     /// when not waiting. Loop thread only.
     var deadlineSlot = -1
@@ -91,10 +92,11 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
         deadlineExtension.store(EventLoop.now() + requestTimeout - deadline, ordering: .relaxed)
     }
 
-    init(target: String, connection: OpaquePointer?, daemon: LoopDaemon) {
+    init(target: String, connection: OpaquePointer?, daemon: LoopDaemon, connectionEntry: HeadDeadlines.Entry? = nil) {
         self.target = target
         self.daemon = daemon
         self.connection = connection
+        self.connectionEntry = connectionEntry
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
