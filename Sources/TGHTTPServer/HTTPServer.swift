@@ -48,7 +48,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     private struct DeferredClosure: DeferredReply {
         let start: @Sendable (LoopResponder) -> Void
-        func start(_ responder: LoopResponder) { start(responder) }
+        func start(_ responder: consuming LoopResponder) { start(responder) }
     }
 
     /// Called on an event-loop thread with the complete request. It must not block.
@@ -287,6 +287,7 @@ public final class HTTPServer: @unchecked Sendable {
 
 /// The work of a ``HTTPServer/Reply/deferred(_:)`` reply.
 public protocol DeferredReply: Sendable {
-    /// Runs at once, on the connection's loop, with the responder to answer through.
-    func start(_ responder: LoopResponder)
+    /// Runs at once, on the connection's loop, with the responder to answer through (given, not
+    /// lent: a conformance that keeps it takes it without a copy).
+    func start(_ responder: consuming LoopResponder)
 }

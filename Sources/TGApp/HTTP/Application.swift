@@ -321,7 +321,7 @@ final class LoopCall: RequestInfo, DeferredReply, @unchecked Sendable {
     }
 
     /// On the request's loop, when the server made its responder.
-    func start(_ responder: LoopResponder) {
+    func start(_ responder: consuming LoopResponder) {
         self.responder = responder
         handler(request, self, RouteResponder(call: self))
     }
