@@ -36,15 +36,8 @@ connections=${3:-64}
 pin_server=${SERVER_CPUS-1} pin_load=${LOAD_CPUS-0}
 [ "$(nproc)" -ge 2 ] || { pin_server="" pin_load=""; }
 EXTRA_PACKAGES="nginx wrk strace" scripts/deps.sh
-# TOKENGATE_BINARY=/path/to/tokengate: that build (an older one, to compare) instead of this tree's.
-if [ -n "${TOKENGATE_BINARY:-}" ]; then
-    bindir=$(cd "$(dirname "$TOKENGATE_BINARY")" && pwd)
-    [ "$(basename "$TOKENGATE_BINARY")" = tokengate ] || { echo "bench: TOKENGATE_BINARY must be named tokengate" >&2; exit 1; }
-else
-    release_build tokengate
-fi
-floor="${TMPDIR:-/tmp}/tokengate-proxy-floor"
-cc -O2 -o "$floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread -lmimalloc
+tokengate_binary
+build_floor -lmimalloc
 
 work=$(mktemp -d /tmp/tokengate-bench-hop.XXXXXX)
 chmod 755 "$work"

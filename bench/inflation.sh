@@ -12,13 +12,13 @@
 # (docs/performance.md). Nothing leaves loopback; every process stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 rounds=${1:-2}
 shift || true
 spins=("${@:-0 6000 12000}")
 read -r -a spins <<<"${spins[*]}"
 EXTRA_PACKAGES="wrk" scripts/deps.sh
-floor="${TMPDIR:-/tmp}/tokengate-proxy-floor"
-cc -O2 -o "$floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread
+build_floor
 port=18400
 run() {
     local spin=$1 pid n u0 s0 u1 s1 c0 c1

@@ -30,13 +30,8 @@ top=${2:-25}
 connections=${CONNECTIONS:-4}
 EXTRA_PACKAGES="nginx wrk valgrind" scripts/deps.sh
 
-# TOKENGATE_BINARY=/path/to/tokengate: that build (an older one, to compare) instead of this tree's.
-if [ -n "${TOKENGATE_BINARY:-}" ]; then
-    bindir=$(cd "$(dirname "$TOKENGATE_BINARY")" && pwd)
-else
-    release_build tokengate
-fi
-cc -O2 -o "${TMPDIR:-/tmp}/tokengate-proxy-floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread -lmimalloc
+tokengate_binary
+build_floor -lmimalloc
 
 work=$(mktemp -d /tmp/tokengate-bench-instructions.XXXXXX)
 chmod 755 "$work"
@@ -144,7 +139,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: DPoP $bound" -H
 # The floor's /healthz answers TokenGate's body (as in bench/proxy.sh).
 healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateVersion =/ {print $2}' Sources/TGApp/Version.swift)")
 export $(floor_fields 127.0.0.1:$TG_PORT)
-PROXY_FLOOR_APP_TOKEN=$token PROXY_FLOOR_HEALTHZ_BODY=$healthz_body under_callgrind floor "http://127.0.0.1:$FLOOR_PORT/healthz" "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1
+PROXY_FLOOR_APP_TOKEN=$token PROXY_FLOOR_HEALTHZ_BODY=$healthz_body under_callgrind floor "http://127.0.0.1:$FLOOR_PORT/healthz" "$floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1
 floor_pid=$cg_pid
 
 echo "user-space instructions per request (callgrind), wrk -t1 -c$connections for ${seconds}s each"

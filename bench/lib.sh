@@ -9,6 +9,22 @@ release_build() {
     bindir=$(swift build "${RELEASE_FLAGS[@]}" --show-bin-path)
 }
 
+# tokengate_binary: sets bindir to TOKENGATE_BINARY's folder when it names a build (an older one,
+# to compare; it must be named `tokengate`), else makes this tree's release build.
+tokengate_binary() {
+    if [ -n "${TOKENGATE_BINARY:-}" ]; then
+        [ "$(basename "$TOKENGATE_BINARY")" = tokengate ] || { echo "bench: TOKENGATE_BINARY must be named tokengate" >&2; exit 1; }
+        bindir=$(cd "$(dirname "$TOKENGATE_BINARY")" && pwd)
+    else
+        release_build tokengate
+    fi
+}
+
+# build_floor [LIBRARY...]: compiles the C floor (bench/floor/proxy_floor.c) to $floor, linked
+# with libmicrohttpd, libcurl and pthreads and LIBRARY... (`-lmimalloc`: TokenGate's allocator).
+floor="${TMPDIR:-/tmp}/tokengate-proxy-floor"
+build_floor() { cc -O2 -o "$floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread "$@"; }
+
 # Pinning, for the scripts that set it: SERVER_CPUS for what serves (TokenGate, its database,
 # the nginx reference and upstream), LOAD_CPUS for wrk (taskset lists). Unset: not pinned.
 # on_server_cpus COMMAND...: COMMAND on SERVER_CPUS (its children inherit them).

@@ -24,13 +24,8 @@ server_cpus=${SERVER_CPUS-1} load_cpus=${LOAD_CPUS-0}
 # The upstream nginx and PostgreSQL share the server's core, as in bench/hop.sh's pinned runs.
 export SERVER_CPUS=$server_cpus
 EXTRA_PACKAGES="nginx wrk linux-perf" scripts/deps.sh
-if [ -n "${TOKENGATE_BINARY:-}" ]; then
-    bindir=$(cd "$(dirname "$TOKENGATE_BINARY")" && pwd)
-else
-    release_build tokengate
-fi
-floor="${TMPDIR:-/tmp}/tokengate-proxy-floor"
-cc -O2 -o "$floor" bench/floor/proxy_floor.c -lmicrohttpd -lcurl -lpthread -lmimalloc
+tokengate_binary
+build_floor -lmimalloc
 
 work=$(mktemp -d /tmp/tokengate-bench-profile.XXXXXX)
 chmod 755 "$work"

@@ -44,9 +44,9 @@ release_build tokengate tokengate-bench-server
 # The floor allocates with what TokenGate's release build links (mimalloc, Package.swift), so the
 # allocator is no part of the ratio; FLOOR_MALLOC=glibc builds it with glibc's instead.
 floor_malloc=${FLOOR_MALLOC:-mimalloc}
-floor_libs=(-lmicrohttpd -lcurl -lpthread)
+floor_libs=()
 [ "$floor_malloc" = glibc ] || floor_libs+=(-lmimalloc)
-cc -O2 -o "${TMPDIR:-/tmp}/tokengate-proxy-floor" bench/floor/proxy_floor.c "${floor_libs[@]}"
+build_floor "${floor_libs[@]}"
 
 work=$(mktemp -d /tmp/tokengate-bench-proxy.XXXXXX)
 chmod 755 "$work"
@@ -66,7 +66,7 @@ healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateV
 reference_nginx "$work" $NGINX_PORT $UPSTREAM_PORT "location / { proxy_pass http://backend; $PROXY_TO_BACKEND } location = /healthz { default_type application/json; add_header Cache-Control no-store; add_header X-Request-ID \$request_id; return 200 '$healthz_body'; }"
 # The floor runs one loop per core (FLOOR_LOOPS), as nginx runs one worker per core.
 floor_loops=${FLOOR_LOOPS:-$(nproc)}
-env $(floor_fields 127.0.0.1:$TG_PORT) PROXY_FLOOR_HEALTHZ_BODY=$healthz_body "${TMPDIR:-/tmp}/tokengate-proxy-floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$floor_loops" >"$work/floor.log" 2>&1 &
+env $(floor_fields 127.0.0.1:$TG_PORT) PROXY_FLOOR_HEALTHZ_BODY=$healthz_body "$floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$floor_loops" >"$work/floor.log" 2>&1 &
 floor_pid=$!
 pids+=($floor_pid)
 "$bindir/tokengate-bench-server" $SLOW_PORT >"$work/slow.log" 2>&1 &
@@ -152,7 +152,7 @@ bursts "$tg_pid" "http://127.0.0.1:$TG_PORT/api/slow/sleep" "$work/burst"
 after=$(threads)
 peak=$(awk '{print $4}' "$work/burst" | median)
 echo "burst    $burst requests at once to a 1 s upstream, $burst_rounds times: $(awk '{print $1, $2, $3}' "$work/burst" | tr '\n' ' ')threads_before=$before threads_after=$after peak_rss_mib median $peak (spread $(awk '{print $4}' "$work/burst" | spread))"
-env $(floor_fields 127.0.0.1:$TG_PORT) "${TMPDIR:-/tmp}/tokengate-proxy-floor" $((FLOOR_PORT + 10)) "http://127.0.0.1:$SLOW_PORT" "$floor_loops" $((9000 / floor_loops)) >"$work/floor-burst.log" 2>&1 &
+env $(floor_fields 127.0.0.1:$TG_PORT) "$floor" $((FLOOR_PORT + 10)) "http://127.0.0.1:$SLOW_PORT" "$floor_loops" $((9000 / floor_loops)) >"$work/floor-burst.log" 2>&1 &
 burst_floor=$!
 pids+=($burst_floor)
 wait_for "http://127.0.0.1:$((FLOOR_PORT + 10))/healthz"

@@ -110,7 +110,7 @@ public final class UpstreamTokens: Sendable {
         else { return nil }
         // Most calls find a token far from its refresh: handed out as it is, without `serve`'s
         // arguments (each one a copy of the account's or the scopes' strings, on every call).
-        if cached.expiresAt.timeIntervalSince(now) > 2 * refreshMargin(cached) { return (session, cached) }
+        if isFresh(cached, now: now, ahead: true) { return (session, cached) }
         guard let token = serve(cached, account: session.account, scopes: scopes.scopes, scopeKey: scopes.key, now: now) else { return nil }
         return (session, token)
     }

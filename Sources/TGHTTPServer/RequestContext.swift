@@ -92,7 +92,7 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
         deadlineExtension.store(EventLoop.now() + requestTimeout - deadline, ordering: .relaxed)
     }
 
-    init(target: String, connection: OpaquePointer?, daemon: LoopDaemon, connectionEntry: HeadDeadlines.Entry? = nil) {
+    init(target: String, connection: OpaquePointer?, daemon: LoopDaemon, connectionEntry: HeadDeadlines.Entry?) {
         self.target = target
         self.daemon = daemon
         self.connection = connection

@@ -355,16 +355,10 @@ public struct Router: Sendable {
         return start == bytes.count ? start : nil
     }
 
-    /// The body limit and deadline a route declared for a request to `path`, if any: asked by
-    /// the server when a request's head arrives (see ``limitsTable``).
-    public func requestLimits(_ method: HTTPRequest.Method, path: Substring) -> HTTPServer.RequestLimits? {
-        limitsTable.limits(method, path: path)
-    }
-
-    /// The routes' declared limits, fixed as they are now, for the server to look up as each
-    /// request's head arrives (`HTTPServer.Configuration.limits`): one object whose entries are
-    /// read in place, where a router captured by value gave a copy of its tables' references
-    /// to every request.
+    /// The routes' declared limits as they are now, for the server to look up as each request's
+    /// head arrives (`HTTPServer.Configuration.limits`): one object whose entries are read in
+    /// place, where a router captured by value gave a copy of its tables' references to every
+    /// request. Made on each read: take it once, after the last route is added.
     public var limitsTable: LimitsTable { LimitsTable(limited) }
 
     /// See ``Router/limitsTable``.
@@ -373,7 +367,8 @@ public struct Router: Sendable {
 
         init(_ limited: [Limited]) { self.limited = limited }
 
-        /// On the path's bytes in place, without a string, a dictionary or an allocation (every
+        /// The body limit and deadline a route declared for a request to `path`, if any. On the
+        /// path's bytes in place, without a string, a dictionary or an allocation (every
         /// request comes through here); the entries by index (a `for` over them copies each
         /// one, four arrays).
         public func limits(_ method: HTTPRequest.Method, path: Substring) -> HTTPServer.RequestLimits? {
