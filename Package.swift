@@ -202,8 +202,10 @@ let package = Package(
         // Load-test target for bench/ (not shipped): the server wrapper with fixed handlers.
         .executableTarget(
             name: "tokengate-bench-server",
-            dependencies: ["TGHTTPServer", "TGHTTPClient", .product(name: "HTTPTypes", package: "swift-http-types")],
-            swiftSettings: strictSettings
+            dependencies: ["TGEventLoop", "TGHTTPServer", "TGHTTPClient", .product(name: "HTTPTypes", package: "swift-http-types")],
+            swiftSettings: strictSettings,
+            // TokenGate's allocator, so that its routes compare with TokenGate's own (see above).
+            linkerSettings: [.linkedLibrary("mimalloc", .when(platforms: [.linux], configuration: .release))]
         ),
 
         // Fuzz targets (make fuzz, docs/testing.md): one per parser of outside input. Built

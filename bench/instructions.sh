@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# User-space instructions per request, by library, of TokenGate and of the C floor
-# (bench/floor/proxy_floor.c), counted by valgrind's callgrind: within a few per cent from run to
+# User-space instructions per request, by library, of TokenGate, of the C floor
+# (bench/floor/proxy_floor.c) and of the wrappers' floor (tokengate-bench-server's /loop/: the
+# same hop through TGHTTPServer and TGHTTPClient, doing what the C floor does), counted by valgrind's callgrind: within a few per cent from run to
 # run (how the loop's wake-ups batch the work varies), where CPU time here drifts by more than 10 %
 # (docs/performance.md). Kernel time is not in these counts (it is about the same for both: the
 # same system calls per request).
@@ -30,6 +31,11 @@ top=${2:-25}
 connections=${CONNECTIONS:-4}
 EXTRA_PACKAGES="nginx wrk valgrind" scripts/deps.sh
 
+# WRAPPERS_BINARY=/path/to/tokengate-bench-server: that build of the wrappers' floor instead.
+if [ -n "${WRAPPERS_BINARY:-}" ]; then wrappers_binary=$WRAPPERS_BINARY; else
+    release_build tokengate-bench-server
+    wrappers_binary=$bindir/tokengate-bench-server
+fi
 tokengate_binary
 build_floor -lmimalloc
 
@@ -38,7 +44,7 @@ chmod 755 "$work"
 pids=()
 trap 'stop_bench "$work" 25732' EXIT
 
-NGINX_PORT=18480 UPSTREAM_PORT=18481 FLOOR_PORT=18483 TG_PORT=18490 MOCK_PORT=18491
+NGINX_PORT=18480 UPSTREAM_PORT=18481 FLOOR_PORT=18483 WRAPPERS_PORT=18484 TG_PORT=18490 MOCK_PORT=18491
 
 bench_api_stack "$work" 25732
 # The bench app allows DPoP (tokengate-dpop below); proofs made before the run stay acceptable.
@@ -89,7 +95,7 @@ for line in out.splitlines():
     if 'memset' in function:
         library = 'memset'
     libraries[library] += count
-    if library in ('tokengate', 'tokengate-proxy-floor'):
+    if library in ('tokengate', 'tokengate-proxy-floor', 'tokengate-bench-server'):
         own.append((count, function))
 # A thread's exit frees its allocator heap (`__nptl_deallocate_tsd`, nearly all of it mimalloc's):
 # idle worker threads end with time, not with requests, so that is left out.
@@ -121,10 +127,20 @@ for _ in 1 2 3; do
     code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "http://127.0.0.1:$TG_PORT/api/bench/hello")
 done
 [ "$code" = 200 ] || { echo "bench: warm-up call answered $code" >&2; exit 1; }
-# ONLY_CACHED=1: TokenGate's cached call alone (with CONNECTIONS=1, to compare two builds).
+# The wrappers' floor: the same hop through TGHTTPServer and TGHTTPClient as TokenGate's proxy
+# sends it, doing what the C floor does (tokengate-bench-server's /loop/).
+cp "$wrappers_binary" "$work/tokengate-bench-server"
+strip --strip-debug "$work/tokengate-bench-server"
+export $(floor_fields 127.0.0.1:$TG_PORT)
+PROXY_FLOOR_APP_TOKEN=$token under_callgrind wrappers "http://127.0.0.1:$WRAPPERS_PORT/plain" "$work/tokengate-bench-server" $WRAPPERS_PORT 127.0.0.1:$UPSTREAM_PORT
+wrappers_pid=$cg_pid
+for _ in 1 2 3; do curl -s -o /dev/null -H "Authorization: Bearer $token" "http://127.0.0.1:$WRAPPERS_PORT/loop/hello"; done
+# ONLY_CACHED=1: TokenGate's and the wrappers' cached calls alone (with CONNECTIONS=1, to compare
+# two builds).
 if [ "${ONLY_CACHED:-}" = 1 ]; then
     echo "user-space instructions per request (callgrind), wrk -t1 -c$connections for ${seconds}s each"
     count tokengate-cached $tg_pid "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token"
+    count wrappers-cached $wrappers_pid "http://127.0.0.1:$WRAPPERS_PORT/loop/hello" -H "Authorization: Bearer $token"
     exit 0
 fi
 # A second session, bound to a DPoP key, and proofs for its calls (callgrind serves a few thousand
@@ -146,5 +162,6 @@ echo "user-space instructions per request (callgrind), wrk -t1 -c$connections fo
 count tokengate-cached $tg_pid "http://127.0.0.1:$TG_PORT/api/bench/hello" -H "Authorization: Bearer $token"
 count tokengate-dpop $tg_pid "$dpop_url" -s bench/dpop.lua -- "$work/proofs" 1 "$bound" /api/bench/hello
 count floor-cached $floor_pid "http://127.0.0.1:$FLOOR_PORT/hello" -H "Authorization: Bearer $token"
+count wrappers-cached $wrappers_pid "http://127.0.0.1:$WRAPPERS_PORT/loop/hello" -H "Authorization: Bearer $token"
 count tokengate-healthz $tg_pid "http://127.0.0.1:$TG_PORT/healthz"
 count floor-healthz $floor_pid "http://127.0.0.1:$FLOOR_PORT/healthz"

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Where the time of a cached proxied GET goes, TokenGate beside the C floor
-# (bench/floor/proxy_floor.c): CPU time per request by library, kernel included, from samples.
+# (bench/floor/proxy_floor.c) and the wrappers' floor (tokengate-bench-server's /loop/: the same
+# hop through TGHTTPServer and TGHTTPClient on the connection's loop, as TokenGate's proxy sends
+# it, doing per call what the C floor does and nothing of TokenGate's domain): CPU time per
+# request by library, kernel included, from samples.
 #
 #   bench/profile.sh [SECONDS] [ROUNDS] [CONNECTIONS]
 #
@@ -9,11 +12,12 @@
 # all. This samples each process's CPU instead (`perf record -e cpu-clock`, 4999 Hz, no hardware
 # counters needed) while wrk -t1 -cCONNECTIONS (default 64) loads it for SECONDS (default 6),
 # the server, its upstream nginx and PostgreSQL pinned on SERVER_CPUS (default 1) and wrk on
-# LOAD_CPUS (default 0), ROUNDS (default 2) rounds interleaved. Per target and round: req/s, and µs of CPU per request by library
-# (samples × sample period ÷ requests; perf's own cost is in every figure alike), then TokenGate's
-# own code's costliest functions, reference counting (`swift_retain`/`swift_release`) first.
-# Medians over the rounds. TOKENGATE_BINARY=/path/to/tokengate profiles that build instead of this
-# tree's release build. Everything stops by itself; nothing leaves loopback.
+# LOAD_CPUS (default 0), ROUNDS (default 2) rounds interleaved. Per target and round: req/s, and
+# µs of CPU per request by library (samples × sample period ÷ requests; perf's own cost is in
+# every figure alike); then the wrappers' floor's own code with its share of reference counting,
+# and TokenGate's costliest functions, reference counting (`swift_retain`/`swift_release`) first.
+# Medians over the rounds. TOKENGATE_BINARY=/path/to/tokengate profiles that build instead of
+# this tree's release build. Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -24,6 +28,8 @@ server_cpus=${SERVER_CPUS-1} load_cpus=${LOAD_CPUS-0}
 # The upstream nginx and PostgreSQL share the server's core, as in bench/hop.sh's pinned runs.
 export SERVER_CPUS=$server_cpus
 EXTRA_PACKAGES="nginx wrk linux-perf" scripts/deps.sh
+release_build tokengate-bench-server
+wrappers_binary=$bindir/tokengate-bench-server
 tokengate_binary
 build_floor -lmimalloc
 
@@ -31,7 +37,7 @@ work=$(mktemp -d /tmp/tokengate-bench-profile.XXXXXX)
 chmod 755 "$work"
 pids=()
 trap 'stop_bench "$work" 25932' EXIT
-NGINX_PORT=18680 UPSTREAM_PORT=18681 FLOOR_PORT=18683 TG_PORT=18690 MOCK_PORT=18691
+NGINX_PORT=18680 UPSTREAM_PORT=18681 FLOOR_PORT=18683 WRAPPERS_PORT=18684 TG_PORT=18690 MOCK_PORT=18691
 
 bench_api_stack "$work" 25932
 start_tokengate "$work" $TG_PORT
@@ -40,6 +46,13 @@ taskset -c "$server_cpus" env $(floor_fields 127.0.0.1:$TG_PORT) "$floor" $FLOOR
 floor_pid=$!
 pids+=($floor_pid)
 wait_for "http://127.0.0.1:$FLOOR_PORT/healthz"
+taskset -c "$server_cpus" env $(floor_fields 127.0.0.1:$TG_PORT) "$wrappers_binary" $WRAPPERS_PORT 127.0.0.1:$UPSTREAM_PORT \
+    >"$work/wrappers.log" 2>&1 &
+wrappers_pid=$!
+pids+=($wrappers_pid)
+wait_for "http://127.0.0.1:$WRAPPERS_PORT/plain"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$WRAPPERS_PORT/loop/hello")
+[ "$code" = 200 ] || { echo "bench: the wrappers' floor answered $code" >&2; exit 1; }
 bearer=(-H "Authorization: Bearer $token")
 code=$(curl -s -o /dev/null -w '%{http_code}' "${bearer[@]}" "http://127.0.0.1:$TG_PORT/api/bench/hello")
 [ "$code" = 200 ] || { echo "bench: warm-up call answered $code" >&2; exit 1; }
@@ -57,6 +70,7 @@ sample() {
 }
 for round in $(seq "$rounds"); do
     sample floor $floor_pid "http://127.0.0.1:$FLOOR_PORT/hello" "$round"
+    sample wrappers $wrappers_pid "http://127.0.0.1:$WRAPPERS_PORT/loop/hello" "$round"
     sample tokengate "$tg_pid" "http://127.0.0.1:$TG_PORT/api/bench/hello" "$round"
 done
 
@@ -83,11 +97,12 @@ def short(dso):
     dso = dso.split('/')[-1]
     for prefix in ('libcurl', 'libmicrohttpd', 'libmimalloc', 'libc.so', 'libssl', 'libcrypto'):
         if dso.startswith(prefix): return prefix.replace('.so', '')
-    return {'[kernel.kallsyms]': 'kernel', 'tokengate-proxy-floor': 'own code', 'tokengate': 'own code'}.get(dso, dso)
+    return {'[kernel.kallsyms]': 'kernel', 'tokengate-proxy-floor': 'own code', 'tokengate': 'own code',
+            'tokengate-bench-server': 'own code'}.get(dso, dso)
 
 per_request = {}
 rps = {}
-for name in ('floor', 'tokengate'):
+for name in ('floor', 'wrappers', 'tokengate'):
     figures = collections.defaultdict(list)
     speeds = []
     for round_ in range(1, rounds + 1):
@@ -104,33 +119,39 @@ for name in ('floor', 'tokengate'):
     rps[name] = statistics.median(speeds)
 
 libraries = sorted({l for t in per_request.values() for l in t if l != 'total'}, key=lambda l: -per_request['tokengate'].get(l, 0))
-print(f"{'µs per request':18s} {'floor':>8s} {'tokengate':>10s} {'difference':>11s}")
+print(f"{'µs per request':18s} {'floor':>8s} {'wrappers':>9s} {'tokengate':>10s} {'difference':>11s}")
 for library in libraries + ['total']:
-    f, t = per_request['floor'].get(library, 0), per_request['tokengate'].get(library, 0)
-    if max(f, t) < 0.05: continue
-    print(f'{library:18s} {f:8.2f} {t:10.2f} {t - f:+11.2f}')
-print(f"{'req/s':18s} {rps['floor']:8.0f} {rps['tokengate']:10.0f}")
-print(f"CPU per request, TokenGate / floor: {per_request['tokengate']['total'] / per_request['floor']['total']:.2f}x")
+    f, w, t = (per_request[name].get(library, 0) for name in ('floor', 'wrappers', 'tokengate'))
+    if max(f, w, t) < 0.05: continue
+    print(f'{library:18s} {f:8.2f} {w:9.2f} {t:10.2f} {t - f:+11.2f}')
+print(f"{'req/s':18s} {rps['floor']:8.0f} {rps['wrappers']:9.0f} {rps['tokengate']:10.0f}")
+total = {name: per_request[name]['total'] for name in per_request}
+print(f"CPU per request, TokenGate / floor: {total['tokengate'] / total['floor']:.2f}x; wrappers / floor: "
+      f"{total['wrappers'] / total['floor']:.2f}x; TokenGate / wrappers: {total['tokengate'] / total['wrappers']:.2f}x")
 
-symbols = collections.Counter()
-requests = 0.0
-for round_ in range(1, rounds + 1):
-    requests += float(open(f'{work}/tokengate.{round_}.rps').read().strip() or 0) * seconds
-    out = subprocess.run(['perf', 'report', '-i', f'{work}/tokengate.{round_}.data', '--no-children', '--sort', 'sym',
-                          '--dsos', 'tokengate', '-q', '-g', 'none', '-F', 'sample,sym', '--percent-limit', '0'],
-                         capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        parts = line.split(None, 1)
-        if len(parts) == 2 and parts[0].isdigit():
-            symbols[parts[1].replace('[.]', '').strip()] += int(parts[0])
-own = sum(symbols.values())
-counting = sum(c for s, c in symbols.items() if s.split()[0] in ('swift_retain', 'swift_release', 'swift_retain_n', 'swift_release_n',
-                                                                  'swift_bridgeObjectRetain', 'swift_bridgeObjectRelease'))
-if own:
-    print(f'TokenGate own code: {own * period_us / requests:.2f} µs per request, of which reference counting '
-          f'{counting * period_us / requests:.2f} µs ({100 * counting / own:.0f} %); costliest functions:')
-    top = symbols.most_common(12)
+def own_code(name, dso, label, count):
+    symbols = collections.Counter()
+    requests = 0.0
+    for round_ in range(1, rounds + 1):
+        requests += float(open(f'{work}/{name}.{round_}.rps').read().strip() or 0) * seconds
+        out = subprocess.run(['perf', 'report', '-i', f'{work}/{name}.{round_}.data', '--no-children', '--sort', 'sym',
+                              '--dsos', dso, '-q', '-g', 'none', '-F', 'sample,sym', '--percent-limit', '0'],
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            parts = line.split(None, 1)
+            if len(parts) == 2 and parts[0].isdigit():
+                symbols[parts[1].replace('[.]', '').strip()] += int(parts[0])
+    own = sum(symbols.values())
+    counting = sum(c for s, c in symbols.items() if s.split()[0] in ('swift_retain', 'swift_release', 'swift_retain_n', 'swift_release_n',
+                                                                      'swift_bridgeObjectRetain', 'swift_bridgeObjectRelease'))
+    if not own: return
+    print(f'{label} own code: {own * period_us / requests:.2f} µs per request, of which reference counting '
+          f'{counting * period_us / requests:.2f} µs ({100 * counting / own:.0f} %)' + ('; costliest functions:' if count else ''))
+    top = symbols.most_common(count)
     names = subprocess.run(['swift', 'demangle', '--simplified'], input='\n'.join(s for s, _ in top), capture_output=True, text=True).stdout.splitlines()
     for (_, samples), symbol in zip(top, names):
         print(f'  {samples * period_us / requests:6.2f}  {symbol[:100]}')
+
+own_code('wrappers', 'tokengate-bench-server', "The wrappers' floor's", 0)
+own_code('tokengate', 'tokengate', 'TokenGate', 12)
 PY
