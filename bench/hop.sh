@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The cached proxied GET next to nginx `proxy_pass` and the C floor (bench/floor/proxy_floor.c),
-# pinned and unpinned, with TokenGate's access log off and on, and the system calls each makes per
+# The cached proxied GET next to nginx `proxy_pass`, the C floor (bench/floor/proxy_floor.c) and
+# the wrappers' floor (tokengate-bench-server's /loop/: the same hop through TGHTTPServer and
+# TGHTTPClient as TokenGate's proxy makes it, doing per call what the C floor does), pinned and
+# unpinned, with TokenGate's access log off and on, and the system calls each makes per
 # request: the whole table in one command.
 #
 #   bench/hop.sh [SECONDS] [ROUNDS] [CONNECTIONS]
@@ -13,8 +15,8 @@
 #             LOAD_CPUS (default 0);
 #   unpinned  the same started without affinity (nginx and the floor one worker or loop per core,
 #             TokenGate its default), wrk -t2;
-# ROUNDS (default 3) rounds of SECONDS (default 8) interleaved (nginx, floor, TokenGate with the
-# access log off, TokenGate with it on, its default buffering), wrk -cCONNECTIONS (default 64) on
+# ROUNDS (default 3) rounds of SECONDS (default 8) interleaved (nginx, floor, wrappers' floor,
+# TokenGate with the access log off, TokenGate with it on, its default buffering), wrk -cCONNECTIONS (default 64) on
 # GET /hello with TokenGate's fields (bench/lib.sh) and the app's bearer token (all three get the
 # same `Authorization`); medians of req/s, p99 and CPU µs per request
 # (user + system of the process over the round, divided by the requests wrk counted), the ratios to
@@ -36,6 +38,8 @@ connections=${3:-64}
 pin_server=${SERVER_CPUS-1} pin_load=${LOAD_CPUS-0}
 [ "$(nproc)" -ge 2 ] || { pin_server="" pin_load=""; }
 EXTRA_PACKAGES="nginx wrk strace" scripts/deps.sh
+release_build tokengate-bench-server
+wrappers_binary=$bindir/tokengate-bench-server
 tokengate_binary
 build_floor -lmimalloc
 
@@ -48,7 +52,7 @@ cleanup() {
     stop_bench "$work" 25832
 }
 trap cleanup EXIT
-NGINX_PORT=18580 UPSTREAM_PORT=18581 SPARE_PORT=18582 FLOOR_PORT=18583 TG_PORT=18590 MOCK_PORT=18591 TG_LOG_PORT=18592
+NGINX_PORT=18580 UPSTREAM_PORT=18581 SPARE_PORT=18582 FLOOR_PORT=18583 WRAPPERS_PORT=18584 TG_PORT=18590 MOCK_PORT=18591 TG_LOG_PORT=18592
 
 database_url=$(bench_database "$work" 25832)
 mkdir -p "$work/up"
@@ -75,7 +79,7 @@ bench_log="level: info, access_log: true" bench_configuration "$work/log/tokenga
 "$bindir/tokengate" migrate --config "$work/tokengate.yaml" >/dev/null
 
 # start_placement: the upstream, the reference, the floor and both TokenGates, on SERVER_CPUS when
-# set; sets nginx_worker, floor_pid, tg_pid, tg_log_pid.
+# set; sets nginx_worker, floor_pid, wrappers_pid, tg_pid, tg_log_pid.
 start_placement() {
     local loops=1
     [ -n "${SERVER_CPUS:-}" ] || loops=$(nproc)
@@ -86,14 +90,18 @@ start_placement() {
     nginx -p "$work" -c "$work/nginx.conf" -s reload 2>/dev/null
     ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} env $(floor_fields 127.0.0.1:$TG_PORT) "$floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$loops" >"$work/floor.log" 2>&1 &
     floor_pid=$!
+    # One loop per core it may use, as TokenGate.
+    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} env $(floor_fields 127.0.0.1:$TG_PORT) "$wrappers_binary" $WRAPPERS_PORT 127.0.0.1:$UPSTREAM_PORT >"$work/wrappers.log" 2>&1 &
+    wrappers_pid=$!
     ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$bindir/tokengate" serve --config "$work/tokengate.yaml" >"$work/tg.log" 2>&1 &
     tg_pid=$!
     ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$bindir/tokengate" serve --config "$work/log/tokengate.yaml" >"$work/log/tg.log" 2>&1 &
     tg_log_pid=$!
-    placement_pids=("$floor_pid" "$tg_pid" "$tg_log_pid")
+    placement_pids=("$floor_pid" "$wrappers_pid" "$tg_pid" "$tg_log_pid")
     wait_for "http://127.0.0.1:$TG_PORT/readyz"
     wait_for "http://127.0.0.1:$TG_LOG_PORT/readyz"
     wait_for "http://127.0.0.1:$FLOOR_PORT/healthz"
+    wait_for "http://127.0.0.1:$WRAPPERS_PORT/plain"
     sleep 1
     nginx_worker=$(pgrep -P "$(cat "$work/nginx.pid")" | head -n 1)
 }
@@ -202,16 +210,18 @@ placement() {
         code=$(curl -s -o /dev/null -w '%{http_code}' "${hello[@]}" "http://127.0.0.1:$port/api/bench/hello")
         [ "$code" = 200 ] || { echo "bench: warm-up call on $port answered $code" >&2; exit 1; }
     done
-    for target in nginx floor tg tglog; do : >"$work/$name.$target"; done
+    for target in nginx floor wrappers tg tglog; do : >"$work/$name.$target"; done
     for _ in $(seq "$rounds"); do
         measure "$work/$name.nginx" - "http://127.0.0.1:$NGINX_PORT/hello" "${hello[@]}"
         measure "$work/$name.floor" "$floor_pid" "http://127.0.0.1:$FLOOR_PORT/hello" "${hello[@]}"
+        measure "$work/$name.wrappers" "$wrappers_pid" "http://127.0.0.1:$WRAPPERS_PORT/loop/hello" "${hello[@]}"
         measure "$work/$name.tg" "$tg_pid" "http://127.0.0.1:$TG_PORT/api/bench/hello" "${hello[@]}"
         measure "$work/$name.tglog" "$tg_log_pid" "http://127.0.0.1:$TG_LOG_PORT/api/bench/hello" "${hello[@]}"
     done
     if [ "$name" = pinned ]; then
         count nginx "$nginx_worker" "http://127.0.0.1:$NGINX_PORT/hello" "${hello[@]}" >"$work/counts"
         count floor "$floor_pid" "http://127.0.0.1:$FLOOR_PORT/hello" "${hello[@]}" >>"$work/counts"
+        count wrappers "$wrappers_pid" "http://127.0.0.1:$WRAPPERS_PORT/loop/hello" "${hello[@]}" >>"$work/counts"
         count tokengate "$tg_pid" "http://127.0.0.1:$TG_PORT/api/bench/hello" "${hello[@]}" >>"$work/counts"
         count tokengate-log "$tg_log_pid" "http://127.0.0.1:$TG_LOG_PORT/api/bench/hello" "${hello[@]}" >>"$work/counts"
         if [ -n "${STRACE_STACKS:-}" ]; then
@@ -234,7 +244,7 @@ echo "cached proxied GET: medians of $rounds interleaved rounds of ${duration}s,
 printf '%-9s %-14s %9s %8s %10s %7s %7s %7s  %s\n' placement target req/s p99_ms cpu_us/req rps_x p99_x cpu_x "req/s spread"
 for name in pinned unpinned; do
     n_rps=$(field "$work/$name.nginx" 1) n_p99=$(field "$work/$name.nginx" 2) f_cpu=$(field "$work/$name.floor" 3)
-    for target in nginx floor tg tglog; do
+    for target in nginx floor wrappers tg tglog; do
         file="$work/$name.$target"
         rps=$(field "$file" 1) p99=$(field "$file" 2) cpu=$(awk '$3 != "-"' "$file" | wc -l)
         [ "$cpu" -gt 0 ] && cpu=$(field "$file" 3) || cpu=-

@@ -25,9 +25,15 @@ struct LoopHop: DeferredReply {
             return
         }
         // The app's bearer token, when the floor was told one (`PROXY_FLOOR_APP_TOKEN`).
-        if let appToken = loopAppToken, request.fields.first(.authorization) != "Bearer " + appToken {
-            responder.respond(ServerResponse(status: .unauthorized))
-            return
+        if let expected = loopAuthorization {
+            var matches = false
+            _ = request.fields.withFirst(.authorization) { value in
+                matches = value.count == expected.count && memcmp(value.baseAddress!, expected, value.count) == 0
+            }
+            guard matches else {
+                responder.respond(ServerResponse(status: .unauthorized))
+                return
+            }
         }
         var lines = HeaderLines(capacity: 512)
         request.fields.forEachField { name, value in
@@ -117,7 +123,8 @@ let loopForwarded: HeaderLines = {
     _ = lines.append("X-Forwarded-Host", value: ProcessInfo.processInfo.environment["PROXY_FLOOR_PUBLIC_HOST"] ?? "127.0.0.1")
     return lines
 }()
-let loopAppToken = ProcessInfo.processInfo.environment["PROXY_FLOOR_APP_TOKEN"]
+/// `Bearer <PROXY_FLOOR_APP_TOKEN>`, the app's field the floor accepts, when it was told one.
+let loopAuthorization = ProcessInfo.processInfo.environment["PROXY_FLOOR_APP_TOKEN"].map { Array("Bearer \($0)".utf8) }
 
 /// The floor's token (`PROXY_FLOOR_TOKEN`, as the benches set it), one shared line.
 let loopBearer: SharedHeaderLines = {
