@@ -7,8 +7,8 @@
 #
 # bench/hop.sh measures each target for 8 s in turn, and on this VM a round can run at a third of
 # the speed of the next (its req/s spreads go from 10k to 30k in one run): the median CPU ratio of
-# one hop.sh run moved by more than the distance to the goal (1.07× and 1.30× in two runs an hour
-# apart). Here each round measures the three within seconds of each other and yields its own
+# one hop.sh run moved by more than the distance to the goal (1.07× and 1.30× in two runs half an
+# hour apart). Here each round measures the three within seconds of each other and yields its own
 # ratios; the medians of ROUNDS (default 20) rounds are what it reports, with their spread.
 # MODE `turns` (default): each target alone for SECONDS (default 2), in turn, as hop.sh's pinned
 # placement loads it (wrk -t1 -c64); `together`: all three at once, each under its own wrk -t1
