@@ -47,9 +47,11 @@ let connectionNotifyCallback:
                     if server.configuration.perIPConnectionLimitExempt?(text ?? "") != true {
                         counted = peer
                         if !perIP.opened(peer) {
-                            // Over the limit: closed at once (libmicrohttpd sees the socket fail).
-                            shutdown(socket, shutBoth)
+                            // Over the limit: counted, then closed at once (libmicrohttpd sees the
+                            // socket fail). Counted first: a client that sees its connection
+                            // closed finds the refusal counted.
                             server.perIPRefusals.add(1, ordering: .relaxed)
+                            shutdown(socket, shutBoth)
                         }
                     }
                 }
