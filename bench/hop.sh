@@ -38,8 +38,7 @@ connections=${3:-64}
 pin_server=${SERVER_CPUS-1} pin_load=${LOAD_CPUS-0}
 [ "$(nproc)" -ge 2 ] || { pin_server="" pin_load=""; }
 EXTRA_PACKAGES="nginx wrk strace" scripts/deps.sh
-release_build tokengate-bench-server
-wrappers_binary=$bindir/tokengate-bench-server
+wrappers_floor_binary
 tokengate_binary
 build_floor -lmimalloc
 
@@ -90,9 +89,7 @@ start_placement() {
     nginx -p "$work" -c "$work/nginx.conf" -s reload 2>/dev/null
     ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} env $(floor_fields 127.0.0.1:$TG_PORT) "$floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" "$loops" >"$work/floor.log" 2>&1 &
     floor_pid=$!
-    # One loop per core it may use, as TokenGate.
-    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} env $(floor_fields 127.0.0.1:$TG_PORT) "$wrappers_binary" $WRAPPERS_PORT 127.0.0.1:$UPSTREAM_PORT >"$work/wrappers.log" 2>&1 &
-    wrappers_pid=$!
+    start_wrappers_floor "$work" $WRAPPERS_PORT
     ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$bindir/tokengate" serve --config "$work/tokengate.yaml" >"$work/tg.log" 2>&1 &
     tg_pid=$!
     ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} "$bindir/tokengate" serve --config "$work/log/tokengate.yaml" >"$work/log/tg.log" 2>&1 &
@@ -101,7 +98,6 @@ start_placement() {
     wait_for "http://127.0.0.1:$TG_PORT/readyz"
     wait_for "http://127.0.0.1:$TG_LOG_PORT/readyz"
     wait_for "http://127.0.0.1:$FLOOR_PORT/healthz"
-    wait_for "http://127.0.0.1:$WRAPPERS_PORT/plain"
     sleep 1
     nginx_worker=$(pgrep -P "$(cat "$work/nginx.pid")" | head -n 1)
 }

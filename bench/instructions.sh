@@ -32,10 +32,7 @@ connections=${CONNECTIONS:-4}
 EXTRA_PACKAGES="nginx wrk valgrind" scripts/deps.sh
 
 # WRAPPERS_BINARY=/path/to/tokengate-bench-server: that build of the wrappers' floor instead.
-if [ -n "${WRAPPERS_BINARY:-}" ]; then wrappers_binary=$WRAPPERS_BINARY; else
-    release_build tokengate-bench-server
-    wrappers_binary=$bindir/tokengate-bench-server
-fi
+wrappers_floor_binary
 tokengate_binary
 build_floor -lmimalloc
 
@@ -154,7 +151,6 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: DPoP $bound" -H
 [ "$code" = 200 ] || { echo "bench: DPoP warm-up call answered $code" >&2; exit 1; }
 # The floor's /healthz answers TokenGate's body (as in bench/proxy.sh).
 healthz_body=$(printf '{"status":"ok","version":"%s"}' "$(awk -F'"' '/tokenGateVersion =/ {print $2}' Sources/TGApp/Version.swift)")
-export $(floor_fields 127.0.0.1:$TG_PORT)
 PROXY_FLOOR_APP_TOKEN=$token PROXY_FLOOR_HEALTHZ_BODY=$healthz_body under_callgrind floor "http://127.0.0.1:$FLOOR_PORT/healthz" "$floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1
 floor_pid=$cg_pid
 

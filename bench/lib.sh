@@ -20,6 +20,29 @@ tokengate_binary() {
     fi
 }
 
+# wrappers_floor_binary: sets wrappers_binary to WRAPPERS_BINARY when it names a build (an older
+# one, to compare), else to this tree's release build of tokengate-bench-server, whose /loop/ is
+# the wrappers' floor: TokenGate's hop through TGHTTPServer and TGHTTPClient, nothing of its domain.
+wrappers_floor_binary() {
+    if [ -n "${WRAPPERS_BINARY:-}" ]; then
+        wrappers_binary=$WRAPPERS_BINARY
+    else
+        release_build tokengate-bench-server
+        wrappers_binary=$bindir/tokengate-bench-server
+    fi
+}
+
+# start_wrappers_floor WORK PORT: the wrappers' floor on PORT (on SERVER_CPUS when set, one loop
+# per core it may use; log in WORK/wrappers.log), sending the C floor's fields (floor_fields) to
+# $UPSTREAM_PORT, once it answers; sets wrappers_pid (the caller stops it).
+start_wrappers_floor() {
+    # taskset and env exec the binary: $! is the server's pid.
+    ${SERVER_CPUS:+taskset -c "$SERVER_CPUS"} env $(floor_fields 127.0.0.1:$TG_PORT) "$wrappers_binary" "$2" 127.0.0.1:$UPSTREAM_PORT \
+        >"$1/wrappers.log" 2>&1 &
+    wrappers_pid=$!
+    wait_for "http://127.0.0.1:$2/plain"
+}
+
 # build_floor [LIBRARY...]: compiles the C floor (bench/floor/proxy_floor.c) to $floor, linked
 # with libmicrohttpd, libcurl and pthreads and LIBRARY... (`-lmimalloc`: TokenGate's allocator).
 floor="${TMPDIR:-/tmp}/tokengate-proxy-floor"

@@ -28,8 +28,7 @@ case $mode in turns | together) ;; *) echo "bench: MODE is turns or together" >&
 export SERVER_CPUS=${SERVER_CPUS-1}
 load_cpus=${LOAD_CPUS-0}
 EXTRA_PACKAGES="nginx wrk" scripts/deps.sh
-release_build tokengate-bench-server
-wrappers_binary=$bindir/tokengate-bench-server
+wrappers_floor_binary
 tokengate_binary
 build_floor -lmimalloc
 
@@ -45,11 +44,9 @@ token=$(login_token $TG_PORT)
 taskset -c "$SERVER_CPUS" env $(floor_fields 127.0.0.1:$TG_PORT) "$floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1 >"$work/floor.log" 2>&1 &
 floor_pid=$!
 pids+=($floor_pid)
-taskset -c "$SERVER_CPUS" env $(floor_fields 127.0.0.1:$TG_PORT) "$wrappers_binary" $WRAPPERS_PORT 127.0.0.1:$UPSTREAM_PORT >"$work/wrappers.log" 2>&1 &
-wrappers_pid=$!
-pids+=($wrappers_pid)
 wait_for "http://127.0.0.1:$FLOOR_PORT/healthz"
-wait_for "http://127.0.0.1:$WRAPPERS_PORT/plain"
+start_wrappers_floor "$work" $WRAPPERS_PORT
+pids+=($wrappers_pid)
 bearer=(-H "Authorization: Bearer $token")
 urls=("http://127.0.0.1:$FLOOR_PORT/hello" "http://127.0.0.1:$WRAPPERS_PORT/loop/hello" "http://127.0.0.1:$TG_PORT/api/bench/hello")
 for url in "${urls[@]}"; do
@@ -63,21 +60,19 @@ targets=(floor wrappers tokengate)
 target_pids=("$floor_pid" "$wrappers_pid" "$tg_pid")
 : >"$work/rounds"
 for round in $(seq "$rounds"); do
-    before=()
-    for pid in "${target_pids[@]}"; do before+=("$(cpu "$pid")"); done
+    before=() after=()
     if [ "$mode" = together ]; then
+        for pid in "${target_pids[@]}"; do before+=("$(cpu "$pid")"); done
         loads=()
         for index in 0 1 2; do
             taskset -c "$load_cpus" wrk -t1 -c32 -d"${seconds}s" "${bearer[@]}" "${urls[$index]}" >"$work/wrk.$index" &
             loads+=($!)
         done
         wait "${loads[@]}"
-        after=()
         for pid in "${target_pids[@]}"; do after+=("$(cpu "$pid")"); done
     else
-        after=()
         for index in 0 1 2; do
-            before[$index]=$(cpu "${target_pids[$index]}")
+            before+=("$(cpu "${target_pids[$index]}")")
             taskset -c "$load_cpus" wrk -t1 -c64 -d"${seconds}s" "${bearer[@]}" "${urls[$index]}" >"$work/wrk.$index"
             after+=("$(cpu "${target_pids[$index]}")")
         done

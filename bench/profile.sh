@@ -28,8 +28,7 @@ server_cpus=${SERVER_CPUS-1} load_cpus=${LOAD_CPUS-0}
 # The upstream nginx and PostgreSQL share the server's core, as in bench/hop.sh's pinned runs.
 export SERVER_CPUS=$server_cpus
 EXTRA_PACKAGES="nginx wrk linux-perf" scripts/deps.sh
-release_build tokengate-bench-server
-wrappers_binary=$bindir/tokengate-bench-server
+wrappers_floor_binary
 tokengate_binary
 build_floor -lmimalloc
 
@@ -46,11 +45,8 @@ taskset -c "$server_cpus" env $(floor_fields 127.0.0.1:$TG_PORT) "$floor" $FLOOR
 floor_pid=$!
 pids+=($floor_pid)
 wait_for "http://127.0.0.1:$FLOOR_PORT/healthz"
-taskset -c "$server_cpus" env $(floor_fields 127.0.0.1:$TG_PORT) "$wrappers_binary" $WRAPPERS_PORT 127.0.0.1:$UPSTREAM_PORT \
-    >"$work/wrappers.log" 2>&1 &
-wrappers_pid=$!
+start_wrappers_floor "$work" $WRAPPERS_PORT
 pids+=($wrappers_pid)
-wait_for "http://127.0.0.1:$WRAPPERS_PORT/plain"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$WRAPPERS_PORT/loop/hello")
 [ "$code" = 200 ] || { echo "bench: the wrappers' floor answered $code" >&2; exit 1; }
 bearer=(-H "Authorization: Bearer $token")
