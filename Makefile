@@ -29,7 +29,7 @@ build: deps
 
 # As the container image builds it: Swift's runtime and Foundation linked in statically.
 release: deps
-	swift build -c release --static-swift-stdlib
+	swift build -c release --static-swift-stdlib --experimental-lto-mode=full
 
 # Formatting, the API description, and the module graph: no module imports what
 # docs/architecture.md's graph forbids (scripts/check-imports.py, with its self-test). The deploy

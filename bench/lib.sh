@@ -2,7 +2,7 @@
 
 # release_build PRODUCT...: release builds of PRODUCTs as the container image builds them, Swift's
 # runtime and Foundation linked in statically (scripts/image.sh); sets bindir.
-RELEASE_FLAGS=(-c release --static-swift-stdlib)
+RELEASE_FLAGS=(-c release --static-swift-stdlib --experimental-lto-mode=full)
 release_build() {
     local product
     for product in "$@"; do swift build "${RELEASE_FLAGS[@]}" --product "$product" >/dev/null; done

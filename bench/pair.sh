@@ -15,8 +15,11 @@
 # -c32, for SECONDS, so the same seconds hit all three alike (each then answers about a third as
 # many requests a second and batches fewer a wake-up, which brings every ratio toward 1).
 # The servers and the upstream nginx on SERVER_CPUS (default 1), wrk on LOAD_CPUS (default 0);
-# CPU is each process's user + system time over its round. TOKENGATE_BINARY=/path/to/tokengate
-# measures that build. Starts a throwaway PostgreSQL, oidc-provider-mock and the upstream; nothing
+# CPU is each process's user + system time over its round; beside it, how often per call the
+# kernel took the core from the target (its threads' involuntary context switches: at full load a
+# loop never sleeps, and an upstream on its core wakes and preempts it about once a call).
+# UPSTREAM_CPUS moves the upstream nginx to other cores (default: SERVER_CPUS, hop.sh's
+# placement). TOKENGATE_BINARY=/path/to/tokengate measures that build. Starts a throwaway PostgreSQL, oidc-provider-mock and the upstream; nothing
 # leaves loopback; everything stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +42,10 @@ trap 'stop_bench "$work" 26032' EXIT
 NGINX_PORT=18980 UPSTREAM_PORT=18981 FLOOR_PORT=18983 WRAPPERS_PORT=18984 TG_PORT=18990 MOCK_PORT=18991
 
 bench_api_stack "$work" 26032
+if [ -n "${UPSTREAM_CPUS:-}" ]; then
+    master=$(cat "$work/nginx.pid")
+    for pid in $master $(pgrep -P "$master"); do taskset -a -p -c "$UPSTREAM_CPUS" "$pid" >/dev/null; done
+fi
 start_tokengate "$work" $TG_PORT
 token=$(login_token $TG_PORT)
 taskset -c "$SERVER_CPUS" env $(floor_fields 127.0.0.1:$TG_PORT) "$floor" $FLOOR_PORT "http://127.0.0.1:$UPSTREAM_PORT" 1 >"$work/floor.log" 2>&1 &
@@ -54,7 +61,10 @@ for url in "${urls[@]}"; do
     [ "$code" = 200 ] || { echo "bench: warm-up call to $url answered $code" >&2; exit 1; }
 done
 
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# CPU ticks, then involuntary context switches (all threads).
+cpu() {
+    echo "$(awk '{ print $14 + $15 }' "/proc/$1/stat"):$(cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^nonvoluntary/ { n += $2 } END { print n }')"
+}
 ticks=$(getconf CLK_TCK)
 targets=(floor wrappers tokengate)
 target_pids=("$floor_pid" "$wrappers_pid" "$tg_pid")
@@ -82,20 +92,22 @@ for round in $(seq "$rounds"); do
         ! grep -q "Non-2xx" "$work/wrk.$index" || echo "round $round: ${targets[$index]} had $(grep Non-2xx "$work/wrk.$index")" >&2
         requests=$(awk '/requests in/ { print $1 }' "$work/wrk.$index")
         line+=" $(awk -v a="${after[$index]}" -v b="${before[$index]}" -v t="$ticks" -v n="$requests" \
-            'BEGIN { printf "%.2f", (a - b) / t * 1e6 / n }') $requests"
+            'BEGIN { split(a, x, ":"); split(b, y, ":"); printf "%.2f %d %.3f", (x[1] - y[1]) / t * 1e6 / n, n, (x[2] - y[2]) / n }')"
     done
     echo "$line" >>"$work/rounds"
-    awk -v r="$round" -v s="$seconds" '{ printf "round %d: floor %.2f µs (%d req/s), wrappers %.2f µs (%d req/s), TokenGate %.2f µs (%d req/s): TokenGate/floor %.3f, wrappers/floor %.3f\n",
-        r, $1, $2 / s, $3, $4 / s, $5, $6 / s, $5 / $1, $3 / $1 }' <<<"$line"
+    awk -v r="$round" -v s="$seconds" '{ printf "round %d: floor %.2f µs (%d req/s, %.2f preempted), wrappers %.2f µs (%d req/s, %.2f), TokenGate %.2f µs (%d req/s, %.2f): TokenGate/floor %.3f, wrappers/floor %.3f\n",
+        r, $1, $2 / s, $3, $4, $5 / s, $6, $7, $8 / s, $9, $7 / $1, $4 / $1 }' <<<"$line"
 done
 python3 - "$work/rounds" "$mode" <<'PY'
 import statistics, sys
 rows = [list(map(float, line.split())) for line in open(sys.argv[1]) if line.strip()]
 def summary(label, values):
     return f'{label} {statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})'
-floor, wrappers, tokengate = [r[0] for r in rows], [r[2] for r in rows], [r[4] for r in rows]
+floor, wrappers, tokengate = [r[0] for r in rows], [r[3] for r in rows], [r[6] for r in rows]
 print(f'{len(rows)} rounds ({sys.argv[2]}), CPU µs per request (medians): floor {statistics.median(floor):.2f}, '
       f'wrappers {statistics.median(wrappers):.2f}, TokenGate {statistics.median(tokengate):.2f}')
+print('involuntary context switches per request (medians): ' + ', '.join(
+    f'{name} {statistics.median(r[column] for r in rows):.3f}' for name, column in (('floor', 2), ('wrappers', 5), ('TokenGate', 8))))
 print('per-round ratios, median (spread): ' + ', '.join([
     summary('TokenGate/floor', [t / f for t, f in zip(tokengate, floor)]),
     summary('wrappers/floor', [w / f for w, f in zip(wrappers, floor)]),

@@ -56,8 +56,8 @@ stage_context() {
     # The binary links the host's libraries; the image has Debian 12's.
     grep -qx 'VERSION_CODENAME=bookworm' /etc/os-release \
         || die "the image holds Debian 12 (bookworm) libraries: build it on a Debian 12 host"
-    say "release build (swift build -c release --product tokengate --static-swift-stdlib)"
-    timeout 3600 swift build -c release --product tokengate --static-swift-stdlib
+    say "release build (swift build -c release --product tokengate --static-swift-stdlib --experimental-lto-mode=full)"
+    timeout 3600 swift build -c release --product tokengate --static-swift-stdlib --experimental-lto-mode=full
     local binary
     binary=$(swift build -c release --show-bin-path)/tokengate
     rm -rf "$context" && mkdir -p "$context"

@@ -161,9 +161,9 @@ import Yams
         let image = try String(contentsOf: Self.deploy.appendingPathComponent("../scripts/image.sh"), encoding: .utf8)
         let bench = try String(contentsOf: Self.deploy.appendingPathComponent("../bench/lib.sh"), encoding: .utf8)
         let makefile = try String(contentsOf: Self.deploy.appendingPathComponent("../Makefile"), encoding: .utf8)
-        #expect(image.contains("timeout 3600 swift build -c release --product tokengate --static-swift-stdlib\n"))
-        #expect(bench.contains("RELEASE_FLAGS=(-c release --static-swift-stdlib)"))
-        #expect(makefile.contains("swift build -c release --static-swift-stdlib"))
+        #expect(image.contains("timeout 3600 swift build -c release --product tokengate --static-swift-stdlib --experimental-lto-mode=full\n"))
+        #expect(bench.contains("RELEASE_FLAGS=(-c release --static-swift-stdlib --experimental-lto-mode=full)"))
+        #expect(makefile.contains("swift build -c release --static-swift-stdlib --experimental-lto-mode=full\n"))
     }
 
     /// Both pods (the migration Job's and the Deployment's) meet the Pod Security Standards'
