@@ -27,7 +27,8 @@ deps:
 build: deps
 	swift build $(SWIFT_FLAGS)
 
-# As the container image builds it: Swift's runtime and Foundation linked in statically.
+# As the container image builds it: Swift's runtime and Foundation linked in statically, the
+# whole program optimized once more when it is linked.
 release: deps
 	swift build -c release --static-swift-stdlib --experimental-lto-mode=full
 

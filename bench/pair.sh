@@ -19,8 +19,9 @@
 # kernel took the core from the target (its threads' involuntary context switches: at full load a
 # loop never sleeps, and an upstream on its core wakes and preempts it about once a call).
 # UPSTREAM_CPUS moves the upstream nginx to other cores (default: SERVER_CPUS, hop.sh's
-# placement). TOKENGATE_BINARY=/path/to/tokengate measures that build. Starts a throwaway PostgreSQL, oidc-provider-mock and the upstream; nothing
-# leaves loopback; everything stops by itself.
+# placement). TOKENGATE_BINARY=/path/to/tokengate measures that build. Starts a throwaway
+# PostgreSQL, oidc-provider-mock and the upstream; nothing leaves loopback; everything stops by
+# itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
