@@ -63,7 +63,7 @@ for url in "${urls[@]}"; do
 done
 
 # CPU ticks, then involuntary context switches (all threads).
-cpu() {
+usage() {
     echo "$(awk '{ print $14 + $15 }' "/proc/$1/stat"):$(cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^nonvoluntary/ { n += $2 } END { print n }')"
 }
 ticks=$(getconf CLK_TCK)
@@ -73,19 +73,19 @@ target_pids=("$floor_pid" "$wrappers_pid" "$tg_pid")
 for round in $(seq "$rounds"); do
     before=() after=()
     if [ "$mode" = together ]; then
-        for pid in "${target_pids[@]}"; do before+=("$(cpu "$pid")"); done
+        for pid in "${target_pids[@]}"; do before+=("$(usage "$pid")"); done
         loads=()
         for index in 0 1 2; do
             taskset -c "$load_cpus" wrk -t1 -c32 -d"${seconds}s" "${bearer[@]}" "${urls[$index]}" >"$work/wrk.$index" &
             loads+=($!)
         done
         wait "${loads[@]}"
-        for pid in "${target_pids[@]}"; do after+=("$(cpu "$pid")"); done
+        for pid in "${target_pids[@]}"; do after+=("$(usage "$pid")"); done
     else
         for index in 0 1 2; do
-            before+=("$(cpu "${target_pids[$index]}")")
+            before+=("$(usage "${target_pids[$index]}")")
             taskset -c "$load_cpus" wrk -t1 -c64 -d"${seconds}s" "${bearer[@]}" "${urls[$index]}" >"$work/wrk.$index"
-            after+=("$(cpu "${target_pids[$index]}")")
+            after+=("$(usage "${target_pids[$index]}")")
         done
     fi
     line=""

@@ -156,14 +156,23 @@ import Yams
         }
     }
 
-    /// The benchmarks (and `make release`) measure the binary the image ships: the same build flags.
+    /// The benchmarks, `make release` and CI measure the binary the image ships: the flags of
+    /// `bench/lib.sh`'s `RELEASE_FLAGS` (static Swift runtime, whole-program optimization at link
+    /// time) on every release build, read from each file rather than restated here.
     @Test func theBenchmarksBuildTokenGateAsTheContainerImageDoes() throws {
-        let image = try String(contentsOf: Self.deploy.appendingPathComponent("../scripts/image.sh"), encoding: .utf8)
-        let bench = try String(contentsOf: Self.deploy.appendingPathComponent("../bench/lib.sh"), encoding: .utf8)
-        let makefile = try String(contentsOf: Self.deploy.appendingPathComponent("../Makefile"), encoding: .utf8)
-        #expect(image.contains("timeout 3600 swift build -c release --product tokengate --static-swift-stdlib --experimental-lto-mode=full\n"))
-        #expect(bench.contains("RELEASE_FLAGS=(-c release --static-swift-stdlib --experimental-lto-mode=full)"))
-        #expect(makefile.contains("swift build -c release --static-swift-stdlib --experimental-lto-mode=full\n"))
+        func read(_ path: String) throws -> String {
+            try String(contentsOf: Self.deploy.appendingPathComponent("../\(path)"), encoding: .utf8)
+        }
+        /// The options of the first `swift build` line matching `pattern`, without `except`.
+        func options(_ text: String, _ pattern: Regex<(Substring, Substring)>, except: Set<String> = []) throws -> Set<String> {
+            let line = try #require(text.firstMatch(of: pattern)?.output.1)
+            return Set(line.split(separator: " ").map(String.init)).subtracting(except)
+        }
+        let flags = try options(read("bench/lib.sh"), /RELEASE_FLAGS=\(([^)]*)\)/)
+        #expect(flags.isSuperset(of: ["-c", "release", "--static-swift-stdlib", "--experimental-lto-mode=full"]))
+        #expect(try options(read("scripts/image.sh"), /timeout 3600 swift build ([^\n]*)\n/, except: ["--product", "tokengate"]) == flags)
+        #expect(try options(read("Makefile"), /release: deps\n\tswift build ([^\n]*)\n/) == flags)
+        #expect(try options(read(".ci/run"), /\$\(swift build ([^)]*) --show-bin-path\)/) == flags)
     }
 
     /// Both pods (the migration Job's and the Deployment's) meet the Pod Security Standards'
