@@ -229,6 +229,14 @@ def soak(minutes: float = 10, devices: int = 24, every: float = 10, warmup: floa
                            round(rise / made, 2) if made else 0.0, bound=1.0)
                 continue
             bound, floor = SOAK_BOUNDS.get(base, SOAK_BOUNDS["rows.*"] if base.startswith("rows.") else (None, 0))
+            if base == "pg_connections":
+                # The pools open connections as the load asks, up to their ceiling: a short run's
+                # pools may still be filling after the warm-up. A rise within the room left under
+                # the ceiling is that; a leak passes the ceiling, which is checked on its own.
+                ceiling = pg_connection_ceiling(stack)
+                floor = max(floor, ceiling - first)
+                checks.add("pg_connections at most, the ceiling: instances × (pool_size + 2) + the sampler",
+                           max(p[1] for p in points), bound=ceiling)
             # A slope past its bound fails only when the fitted rise over the run also passes the
             # series' noise floor (pools and caches that fill and drain by a few).
             rise = slope * hours
@@ -239,6 +247,12 @@ def soak(minutes: float = 10, devices: int = 24, every: float = 10, warmup: floa
         checks.add("p99 per interval but api_slow, worst (ms)", max(latencies) if latencies else 0, bound=None)
         checks.add("sample intervals", len(samples), bound=None)
         return finish(checks, stack)
+
+
+def pg_connection_ceiling(stack: Stack) -> int:
+    """What the instances may hold open to PostgreSQL (docs/scaling.md: each instance's pool
+    and two more), and the sampler's own connection."""
+    return len(stack.instances) * (stack.pool_size + 2) + 1
 
 
 # The soak's bounds, per instance where the series is per instance: (slope per hour, noise floor
