@@ -82,6 +82,10 @@ public final class CredentialCache: Sendable {
         var invalidated: [UUID: (epoch: UInt64, at: Date)] = [:]
         /// Everything was dropped at this epoch (the notification connection was lost).
         var clearedAt: UInt64 = 0
+        /// Tokens an API refused (401 `invalid_token`) that no fresh token has replaced yet, and
+        /// until when they would have been valid: this instance's own knowledge, which no
+        /// invalidation drops (the database may hand the same token back).
+        var refused: [TokenKey: (value: String, expiresAt: Date)] = [:]
 
         // An entry that goes alone (expired, evicted) leaves the account's index too: the index
         // would otherwise keep every account ever seen, a bound `capacity` does not cover.
@@ -165,13 +169,47 @@ public final class CredentialCache: Sendable {
 
     func store(token: UpstreamAccessToken, account: UUID, scopeKey: String, ticket: Ticket) {
         state.withLock { entries in
-            guard Self.isFresh(ticket, account: account, in: entries) else { return }
             let key = TokenKey(account: account, scopeKey: scopeKey)
+            // A fresh token replaces a refused one, even when an invalidation keeps it out of memory.
+            if let refused = entries.refused[key], refused.value != token.value { entries.refused[key] = nil }
+            guard Self.isFresh(ticket, account: account, in: entries) else { return }
             if entries.tokens.count >= capacity, entries.tokens[key] == nil, let victim = entries.tokens.keys.first {
                 entries.dropToken(victim)
             }
             entries.tokens[key] = token
             entries.keysByAccount[account, default: ([], [])].scopeKeys.insert(scopeKey)
+        }
+    }
+
+    /// An API refused `token` (401 `invalid_token`): it leaves memory, and ``refusedToken(account:scopeKey:now:)``
+    /// names it until a fresh token for the same key is stored or it would have expired, so the
+    /// next call forces a refresh instead of reading it back from the database.
+    /// Its expiry is the cached token's, or an hour from `now` when memory no longer holds it.
+    func markRefused(_ token: String, account: UUID, scopeKey: String, now: Date) {
+        state.withLock { entries in
+            let key = TokenKey(account: account, scopeKey: scopeKey)
+            var expiresAt = now.addingTimeInterval(3600)
+            if let cached = entries.tokens[key], cached.value == token {
+                expiresAt = cached.expiresAt
+                entries.dropToken(key)
+            }
+            if entries.refused.count >= capacity, entries.refused[key] == nil, let victim = entries.refused.keys.first {
+                entries.refused[victim] = nil
+            }
+            entries.refused[key] = (token, expiresAt)
+        }
+    }
+
+    /// The token an API refused for this key that nothing replaced yet, if it has not expired.
+    func refusedToken(account: UUID, scopeKey: String, now: Date) -> String? {
+        state.withLock { entries in
+            let key = TokenKey(account: account, scopeKey: scopeKey)
+            guard let refused = entries.refused[key] else { return nil }
+            guard refused.expiresAt > now else {
+                entries.refused[key] = nil
+                return nil
+            }
+            return refused.value
         }
     }
 

@@ -24,7 +24,9 @@ seconds (±20 %) does one of `Load.WEIGHTS`:
 
 GETs are idempotent and are not retried by the device (nginx may retry them on another instance).
 POSTs are retried as an app does: up to 3 times after a transport error, 502, 503 or 504, after
-0.5 s or the answer's Retry-After (at most 2 s); such first attempts are counted as `retried`.
+0.5 s or the answer's Retry-After (at most 2 s), and once at once after an API's 401
+`invalid_token` that TokenGate passed on (it retries only idempotent calls itself); such first
+attempts are counted as `retried`.
 An answer that says the session is over (TokenGate's own 401, `invalid_grant`,
 `interaction_required`; an API's 401 passed on is a failed call) when it
 should be live counts as `signin_again`, and the device signs in again. Old tokens after a logout
@@ -227,12 +229,24 @@ class Device:
                     delay = 0.5
                 time.sleep(delay)
                 continue
+            if retry and attempt == 0 and self.api_refused_token(answer):
+                # As an app does (and TokenGate itself for idempotent calls): one more try after an
+                # API refused the upstream token; TokenGate sends a fresh one, or answers 503 when
+                # it cannot get one now.
+                self.load.fail(self, kind, "retried", method, path, answer.status_code, answer.text, upstream=upstream)
+                continue
             if self.session_over(answer):
                 self.load.fail(self, kind, "signin_again", method, path, answer.status_code, answer.text, upstream=upstream)
                 raise SignInAgain()
             self.load.fail(self, kind, "failed", method, path, answer.status_code, answer.text, upstream=upstream)
             return None
         return None
+
+    @staticmethod
+    def api_refused_token(answer) -> bool:
+        """An API's 401 `invalid_token` that TokenGate passed on (a call it does not retry itself)."""
+        return (answer.status_code == 401 and "problem+json" not in answer.headers.get("Content-Type", "")
+                and "invalid_token" in answer.headers.get("WWW-Authenticate", ""))
 
     @staticmethod
     def session_over(answer) -> bool:
