@@ -62,9 +62,9 @@ for url in "${urls[@]}"; do
     [ "$code" = 200 ] || { echo "bench: warm-up call to $url answered $code" >&2; exit 1; }
 done
 
-# CPU ticks, then involuntary context switches (all threads).
+# CPU ticks, involuntary context switches (all threads), minor page faults.
 usage() {
-    echo "$(awk '{ print $14 + $15 }' "/proc/$1/stat"):$(cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^nonvoluntary/ { n += $2 } END { print n }')"
+    echo "$(awk '{ print $14 + $15 }' "/proc/$1/stat"):$(cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^nonvoluntary/ { n += $2 } END { print n }'):$(awk '{ print $10 }' "/proc/$1/stat")"
 }
 ticks=$(getconf CLK_TCK)
 targets=(floor wrappers tokengate)
@@ -93,22 +93,24 @@ for round in $(seq "$rounds"); do
         ! grep -q "Non-2xx" "$work/wrk.$index" || echo "round $round: ${targets[$index]} had $(grep Non-2xx "$work/wrk.$index")" >&2
         requests=$(awk '/requests in/ { print $1 }' "$work/wrk.$index")
         line+=" $(awk -v a="${after[$index]}" -v b="${before[$index]}" -v t="$ticks" -v n="$requests" \
-            'BEGIN { split(a, x, ":"); split(b, y, ":"); printf "%.2f %d %.3f", (x[1] - y[1]) / t * 1e6 / n, n, (x[2] - y[2]) / n }')"
+            'BEGIN { split(a, x, ":"); split(b, y, ":"); printf "%.2f %d %.3f %.3f", (x[1] - y[1]) / t * 1e6 / n, n, (x[2] - y[2]) / n, (x[3] - y[3]) / n }')"
     done
     echo "$line" >>"$work/rounds"
-    awk -v r="$round" -v s="$seconds" '{ printf "round %d: floor %.2f µs (%d req/s, %.2f preempted), wrappers %.2f µs (%d req/s, %.2f), TokenGate %.2f µs (%d req/s, %.2f): TokenGate/floor %.3f, wrappers/floor %.3f\n",
-        r, $1, $2 / s, $3, $4, $5 / s, $6, $7, $8 / s, $9, $7 / $1, $4 / $1 }' <<<"$line"
+    awk -v r="$round" -v s="$seconds" '{ printf "round %d: floor %.2f µs (%d req/s, %.2f preempted, %.2f faults), wrappers %.2f µs (%d req/s, %.2f, %.2f), TokenGate %.2f µs (%d req/s, %.2f, %.2f): TokenGate/floor %.3f, wrappers/floor %.3f\n",
+        r, $1, $2 / s, $3, $4, $5, $6 / s, $7, $8, $9, $10 / s, $11, $12, $9 / $1, $5 / $1 }' <<<"$line"
 done
 python3 - "$work/rounds" "$mode" <<'PY'
 import statistics, sys
 rows = [list(map(float, line.split())) for line in open(sys.argv[1]) if line.strip()]
 def summary(label, values):
     return f'{label} {statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})'
-floor, wrappers, tokengate = [r[0] for r in rows], [r[3] for r in rows], [r[6] for r in rows]
+floor, wrappers, tokengate = [r[0] for r in rows], [r[4] for r in rows], [r[8] for r in rows]
 print(f'{len(rows)} rounds ({sys.argv[2]}), CPU µs per request (medians): floor {statistics.median(floor):.2f}, '
       f'wrappers {statistics.median(wrappers):.2f}, TokenGate {statistics.median(tokengate):.2f}')
 print('involuntary context switches per request (medians): ' + ', '.join(
-    f'{name} {statistics.median(r[column] for r in rows):.3f}' for name, column in (('floor', 2), ('wrappers', 5), ('TokenGate', 8))))
+    f'{name} {statistics.median(r[column] for r in rows):.3f}' for name, column in (('floor', 2), ('wrappers', 6), ('TokenGate', 10))))
+print('minor page faults per request (medians): ' + ', '.join(
+    f'{name} {statistics.median(r[column] for r in rows):.3f}' for name, column in (('floor', 3), ('wrappers', 7), ('TokenGate', 11))))
 print('per-round ratios, median (spread): ' + ', '.join([
     summary('TokenGate/floor', [t / f for t, f in zip(tokengate, floor)]),
     summary('wrappers/floor', [w / f for w, f in zip(wrappers, floor)]),

@@ -143,7 +143,7 @@ def failover_checks(stack: Stack, load: Load, faults: list, probes: dict) -> Che
                      if outside else ""))
     checks.add("requests failed with 503 inside the windows (GETs, login callbacks: not retried)",
                sum(1 for i in in_window if load.failures[i]["outcome"] == "failed"), bound=None)
-    checks.add("requests retried after a 503 inside the windows (POSTs)",
+    checks.add("requests retried inside the windows (POSTs: after a 503, or an API's 401)",
                sum(1 for i in in_window if load.failures[i]["outcome"] == "retried"), bound=None)
     for row in base.rows:
         if row[0] not in replaced:
