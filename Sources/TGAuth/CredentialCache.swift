@@ -193,6 +193,9 @@ public final class CredentialCache: Sendable {
                 expiresAt = cached.expiresAt
                 entries.dropToken(key)
             }
+            // Entries nobody looks up again go once past their expiry (a refusal per account and
+            // scope set an hour at most), and never more than `capacity`.
+            if entries.refused.count >= 1024 { entries.refused = entries.refused.filter { $0.value.expiresAt > now } }
             if entries.refused.count >= capacity, entries.refused[key] == nil, let victim = entries.refused.keys.first {
                 entries.refused[victim] = nil
             }
@@ -246,6 +249,9 @@ public final class CredentialCache: Sendable {
     public var counts: (sessions: Int, tokens: Int) {
         state.withLock { ($0.sessions.count, $0.tokens.count) }
     }
+
+    /// Refused tokens remembered (for tests).
+    var refusedCount: Int { state.withLock { $0.refused.count } }
 
     /// Accounts with an entry in the index that invalidation goes by (for tests: it holds
     /// exactly the accounts that have a session or a token here).
