@@ -273,6 +273,9 @@ def run_once(args, number: int) -> int:
                 f"{sum(n for k, n in summary['outcomes'].items() if k.endswith('.ok'))} answers as expected")
             for failure in [f for f in load.failures if not is_outage(f)][:8]:
                 print("  not a 503:", str(failure)[:300])
+                # What the device did just before (time, kind, status, instance): what a rare
+                # failure needs to be understood from CI's log alone.
+                print("    the device's last answers:", failure.get("recent"))
             for failure in [f for f in load.failures if f["kind"] in ("after_logout", "after_transfer")][:4]:
                 print("  a check of old credentials:", str(failure)[:300])
             print(checks.table(), flush=True)
