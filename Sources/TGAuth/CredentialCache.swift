@@ -82,10 +82,6 @@ public final class CredentialCache: Sendable {
         var invalidated: [UUID: (epoch: UInt64, at: Date)] = [:]
         /// Everything was dropped at this epoch (the notification connection was lost).
         var clearedAt: UInt64 = 0
-        /// Tokens an API refused (401 `invalid_token`) that no fresh token has replaced yet, and
-        /// until when they would have been valid: this instance's own knowledge, which no
-        /// invalidation drops (the database may hand the same token back).
-        var refused: [TokenKey: (value: String, expiresAt: Date)] = [:]
 
         // An entry that goes alone (expired, evicted) leaves the account's index too: the index
         // would otherwise keep every account ever seen, a bound `capacity` does not cover.
@@ -169,50 +165,13 @@ public final class CredentialCache: Sendable {
 
     func store(token: UpstreamAccessToken, account: UUID, scopeKey: String, ticket: Ticket) {
         state.withLock { entries in
-            let key = TokenKey(account: account, scopeKey: scopeKey)
-            // A fresh token replaces a refused one, even when an invalidation keeps it out of memory.
-            if let refused = entries.refused[key], refused.value != token.value { entries.refused[key] = nil }
             guard Self.isFresh(ticket, account: account, in: entries) else { return }
+            let key = TokenKey(account: account, scopeKey: scopeKey)
             if entries.tokens.count >= capacity, entries.tokens[key] == nil, let victim = entries.tokens.keys.first {
                 entries.dropToken(victim)
             }
             entries.tokens[key] = token
             entries.keysByAccount[account, default: ([], [])].scopeKeys.insert(scopeKey)
-        }
-    }
-
-    /// An API refused `token` (401 `invalid_token`): it leaves memory, and ``refusedToken(account:scopeKey:now:)``
-    /// names it until a fresh token for the same key is stored or it would have expired, so the
-    /// next call forces a refresh instead of reading it back from the database.
-    /// Its expiry is the cached token's, or an hour from `now` when memory no longer holds it.
-    func markRefused(_ token: String, account: UUID, scopeKey: String, now: Date) {
-        state.withLock { entries in
-            let key = TokenKey(account: account, scopeKey: scopeKey)
-            var expiresAt = now.addingTimeInterval(3600)
-            if let cached = entries.tokens[key], cached.value == token {
-                expiresAt = cached.expiresAt
-                entries.dropToken(key)
-            }
-            // Entries nobody looks up again go once past their expiry (a refusal per account and
-            // scope set an hour at most), and never more than `capacity`.
-            if entries.refused.count >= 1024 { entries.refused = entries.refused.filter { $0.value.expiresAt > now } }
-            if entries.refused.count >= capacity, entries.refused[key] == nil, let victim = entries.refused.keys.first {
-                entries.refused[victim] = nil
-            }
-            entries.refused[key] = (token, expiresAt)
-        }
-    }
-
-    /// The token an API refused for this key that nothing replaced yet, if it has not expired.
-    func refusedToken(account: UUID, scopeKey: String, now: Date) -> String? {
-        state.withLock { entries in
-            let key = TokenKey(account: account, scopeKey: scopeKey)
-            guard let refused = entries.refused[key] else { return nil }
-            guard refused.expiresAt > now else {
-                entries.refused[key] = nil
-                return nil
-            }
-            return refused.value
         }
     }
 
@@ -249,9 +208,6 @@ public final class CredentialCache: Sendable {
     public var counts: (sessions: Int, tokens: Int) {
         state.withLock { ($0.sessions.count, $0.tokens.count) }
     }
-
-    /// Refused tokens remembered (for tests).
-    var refusedCount: Int { state.withLock { $0.refused.count } }
 
     /// Accounts with an entry in the index that invalidation goes by (for tests: it holds
     /// exactly the accounts that have a session or a token here).

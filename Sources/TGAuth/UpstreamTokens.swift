@@ -115,18 +115,6 @@ public final class UpstreamTokens: Sendable {
         return (session, token)
     }
 
-    /// An API refused `token`, which a call of the session whose bearer token hashes to `hash`
-    /// sent for `scopes` (401 `invalid_token`): this instance never sends it again, and its next
-    /// call for the account forces a refresh (``upstreamAccessToken(for:scopes:rejected:)``),
-    /// whether or not the refused call was retried, and even when that refresh fails now (the
-    /// database or the provider away) or another instance refreshed first. A session this
-    /// instance no longer holds in memory: nothing to drop.
-    public func refused(_ token: String, hash: TokenHash, scopes: UpstreamScopes) {
-        let now = clock.now()
-        guard let session = cache.session(hash, now: now) else { return }
-        cache.markRefused(token, account: session.account.id, scopeKey: scopes.key, now: now)
-    }
-
     /// A valid upstream access token of the session's account for `scopes`: from memory, else
     /// from the database, else from one refresh with the stored refresh token. However many
     /// requests on however many instances ask at once, the provider sees one refresh: this
@@ -145,8 +133,6 @@ public final class UpstreamTokens: Sendable {
         let scopeKey = Self.scopeKey(scopes)
         let account = context.account
         let now = clock.now()
-        // A token an API refused to this instance counts as refused until a fresh one replaces it.
-        let rejected = rejected ?? cache.refusedToken(account: account.id, scopeKey: scopeKey, now: now)
         if let cached = cache.token(account: account.id, scopeKey: scopeKey), cached.value != rejected,
             let served = serve(cached, account: account, scopes: scopes, scopeKey: scopeKey, now: now)
         {

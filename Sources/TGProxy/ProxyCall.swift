@@ -137,11 +137,7 @@ final class ProxyCall: @unchecked Sendable {
             return
         }
         let method = request.method
-        let refusedFirst = head.status == 401 && !retried && ProxyHeaders.saysInvalidToken(head)
-        // Whatever the method: the token is not sent again (a call that is not retried included,
-        // so that a POST's refusal is not met again by the next call).
-        if refusedFirst { upstream.credentials.refused(sentToken, for: request) }
-        if refusedFirst, upload.replayable, Proxy.idempotent.contains(method) {
+        if head.status == 401, !retried, upload.replayable, Proxy.idempotent.contains(method), ProxyHeaders.saysInvalidToken(head) {
             // The API refused a token that looked valid (revoked, or rotated keys): one fresh
             // token and one more try. Only when the body can be sent again: none, or one read
             // whole; a streamed body is gone, so its 401 goes back as it is. Within the forced

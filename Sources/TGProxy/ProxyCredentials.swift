@@ -15,11 +15,6 @@ public protocol ProxyCredentials: Sendable {
     /// `invalid_token`, for a call whose credentials were checked already (its proof included):
     /// a fresh token other than that one, if there is one.
     func load(for request: ServerRequest, rejected: String?) async throws -> ProxyCredential
-
-    /// On the request's event loop, without waiting: the API refused `token`, sent for `request`,
-    /// with 401 `invalid_token` (the first refusal of the call, retried or not). It must not be
-    /// sent again: the next call that needs a token for the same account gets a fresh one.
-    func refused(_ token: String, for request: ServerRequest)
 }
 
 /// The upstream token of one call.

@@ -49,33 +49,6 @@ import Testing
         #expect(cache.indexedAccounts >= 3)
     }
 
-    @Test func aRefusedTokenStaysRefusedUntilAFreshOneReplacesItOrItExpires() throws {
-        let cache = CredentialCache(capacity: 2)
-        let account = UUID()
-        cache.store(token: Self.token("old"), account: account, scopeKey: "a", ticket: cache.ticket())
-        cache.markRefused("old", account: account, scopeKey: "a", now: Self.now)
-        #expect(cache.token(account: account, scopeKey: "a") == nil)
-        #expect(cache.refusedToken(account: account, scopeKey: "a", now: Self.now) == "old")
-        // An invalidation (another instance changed the account, the listener reconnected) does
-        // not make it acceptable again, and the same token read back does not either.
-        cache.invalidateAll()
-        cache.store(token: Self.token("old"), account: account, scopeKey: "a", ticket: cache.ticket())
-        #expect(cache.refusedToken(account: account, scopeKey: "a", now: Self.now) == "old")
-        // A fresh token ends it, even one an invalidation keeps out of memory.
-        let stale = cache.ticket()
-        cache.invalidate(accounts: [account], now: Self.now)
-        cache.store(token: Self.token("new"), account: account, scopeKey: "a", ticket: stale)
-        #expect(cache.refusedToken(account: account, scopeKey: "a", now: Self.now) == nil)
-        // It ends with the token's life: the cached token's expiry (600 s here).
-        cache.store(token: Self.token("next"), account: account, scopeKey: "a", ticket: cache.ticket())
-        cache.markRefused("next", account: account, scopeKey: "a", now: Self.now)
-        #expect(cache.refusedToken(account: account, scopeKey: "a", now: Self.now.addingTimeInterval(599)) == "next")
-        #expect(cache.refusedToken(account: account, scopeKey: "a", now: Self.now.addingTimeInterval(600)) == nil)
-        // Never more marks than the capacity.
-        for _ in 0..<10 { cache.markRefused("t", account: UUID(), scopeKey: "a", now: Self.now) }
-        #expect(cache.refusedCount == 2)
-    }
-
     @Test func anExpiredSessionLeavesTheIndexWhenItIsLookedUp() throws {
         let cache = CredentialCache()
         let account = UUID()

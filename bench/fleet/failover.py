@@ -36,9 +36,9 @@ def is_outage(failure: dict) -> bool:
     if failure["status"] in OUTAGE_STATUSES:
         return True
     # A POST the API refused and the device sent once more: an upstream token revoked (a forced
-    # call) while the database was away, which the instance serving the POST had not learnt of,
-    # since no refresh could be stored and announced; that instance drops it at once (the retry
-    # gets a fresh token or a 503). Counted only inside a window, as the 503s are.
+    # call) while the database was away, so no refresh could be stored and announced and the
+    # instances still held it; TokenGate retries only idempotent calls itself. Counted only
+    # inside a window, as the 503s are.
     if failure["kind"] == "api_post" and failure["status"] == 401 and failure["outcome"] == "retried":
         return True
     return failure["kind"] == "callback" and failure["status"] == 302 and "error=server_error" in (failure["body"] or "")

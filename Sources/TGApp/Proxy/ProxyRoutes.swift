@@ -153,17 +153,6 @@ struct ProxyAccountTokens: ProxyCredentials {
         return credential(try await tokens.upstreamAccessToken(for: session, scopes: scopes.scopes, rejected: rejected))
     }
 
-    func refused(_ token: String, for request: ServerRequest) {
-        // The session is found as ``cached(for:)`` found it: by the hash of the presented token.
-        var hash: TokenHash?
-        request.fields.withFirst(.authorization) { header in
-            guard let (bounds, _) = AuthRoutes.tokenBounds(header) else { return }
-            hash = try? Self.hash(UnsafeBufferPointer(rebasing: header[bounds]), memo: request.connectionMemo)
-        }
-        guard let hash else { return }
-        tokens.refused(token, hash: hash, scopes: scopes)
-    }
-
     /// `token` with its header line.
     private func credential(_ token: UpstreamAccessToken, check: (@Sendable () async throws -> Void)? = nil) -> ProxyCredential {
         ProxyCredential(token: token.value, bearer: Self.bearer(token), check: check)

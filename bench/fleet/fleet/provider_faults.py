@@ -72,6 +72,10 @@ def client(devices: int = 24, warmup: float = 15, outage: float = 45, recovery: 
         checks.add("POSTs answered the API's 401 while no new token could be had", len(posts), bound=None)
         checks.add("failed requests other than 503 idp_unavailable", len(others),
                    note=str(others[0])[:160] if others else "")
+        # Whole, with what the device did just before: what a rare failure needs to be understood
+        # from CI's log alone.
+        for failure in others[:4]:
+            print("  not an idp_unavailable:", {k: v for k, v in failure.items() if k != "provider_history"})
         for label, start, end, before, after in windows:
             during = [f for f in unavailable if start <= f["t"] <= end + recovery]
             last = max((f["t"] for f in during), default=end)
