@@ -26,9 +26,12 @@ let packageDirectory = String(#filePath.dropLast("/Package.swift".count))
 
 let package = Package(
     name: "TokenGate",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v16)],
     products: [
-        .executable(name: "tokengate", targets: ["tokengate"])
+        .executable(name: "tokengate", targets: ["tokengate"]),
+        // The app side (docs/apps.md): what an iOS or macOS app adds with SwiftPM. It builds none
+        // of the server's modules and links none of its C libraries (scripts/check-imports.py).
+        .library(name: "TokenGateClient", targets: ["TokenGateClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -40,6 +43,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // Start-up and shutdown of serve's parts as one service group (signals, graceful shutdown).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // The app library's SHA-256 and P-256 (PKCE, DPoP): CryptoKit on Apple's systems, the
+        // same API over BoringSSL elsewhere. Either major version, as apps already pin one.
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
     ],
     targets: [
         // Layer 1: C libraries and the smallest shims over what Swift cannot import.
@@ -199,6 +205,19 @@ let package = Package(
             ]
         ),
 
+        // The app library (docs/apps.md): sign-in, tokens on demand, DPoP, accounts and transfer
+        // codes against a TokenGate, over URLSession. No server module, no C library of the
+        // server, and no unsafe flags (SwiftPM refuses them in a package's dependents).
+        .target(
+            name: "TokenGateClient",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: [
+                .enableUpcomingFeature("ExistentialAny"),
+                .enableUpcomingFeature("MemberImportVisibility"),
+                .enableUpcomingFeature("InternalImportsByDefault"),
+            ]
+        ),
+
         // Load-test target for bench/ (not shipped): the server wrapper with fixed handlers.
         .executableTarget(
             name: "tokengate-bench-server",
@@ -318,9 +337,10 @@ let package = Package(
             name: "TGAppTests",
             dependencies: [
                 "TGApp", "TGAppTesting", "TGAuth", "TGOIDC", "TGCrypto", "TGHTTPClient", "TGPostgres", "TGStore", "TGTesting", "TGBase",
-                "TGEventLoop", "TGProxy",
+                "TGEventLoop", "TGProxy", "TokenGateClient",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),
