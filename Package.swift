@@ -218,6 +218,13 @@ let package = Package(
             ]
         ),
 
+        // make dev's app side in Swift (scripts/app-example.sh): the library against the gateway.
+        .executableTarget(
+            name: "tokengate-app-example",
+            dependencies: ["TokenGateClient"],
+            swiftSettings: [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
+        ),
+
         // Load-test target for bench/ (not shipped): the server wrapper with fixed handlers.
         .executableTarget(
             name: "tokengate-bench-server",

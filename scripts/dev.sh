@@ -80,6 +80,9 @@ Walk the whole flow in another terminal (or run it: bash scripts/walkthrough.sh)
 
 $(sed -n '/^# --- walkthrough ---$/,$p' scripts/walkthrough.sh | tail -n +2 | sed "s|http://127.0.0.1:8080|http://127.0.0.1:$tg_port|g")
 
+The same as an app does it in Swift, with the TokenGateClient library (docs/apps.md):
+  TG=http://127.0.0.1:$tg_port bash scripts/app-example.sh
+
 Back-channel logout (the user signs out at the provider, which tells TokenGate):
   TG=http://127.0.0.1:$tg_port IDP=http://127.0.0.1:$mock_port bash scripts/backchannel-logout.sh
 

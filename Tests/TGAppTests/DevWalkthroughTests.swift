@@ -101,6 +101,23 @@ import Glibc
         #expect(dpop.stdout.contains("as bearer: 401\nwithout a proof: 401\n"))
         #expect(dpop.stdout.hasSuffix("refresh without a proof: 400\nrefresh with the proof: 200\n"))
 
+        // The app side in Swift: the TokenGateClient library against the same `make dev`.
+        let example = try await runProcess(
+            "/bin/bash",
+            [Self.root.appendingPathComponent("scripts/app-example.sh").path],
+            environment: environment.merging([
+                "TG": "http://127.0.0.1:\(ports.tokenGate)",
+                "APP_EXAMPLE_BINARY": URL(fileURLWithPath: TokenGateProcess.executable).deletingLastPathComponent()
+                    .appendingPathComponent("tokengate-app-example").path,
+            ]) { $1 }
+        )
+        #expect(example.exitCode == 0, "\(example.stdout)\n\(example.stderr)")
+        #expect(example.stdout.contains("signed in: alice at "), "\(example.stdout)")
+        #expect(example.stdout.contains("token_type: DPoP\n"))
+        #expect(example.stdout.contains("auth/me: 200 ") && example.stdout.contains(#""subject":"alice""#))
+        #expect(example.stdout.contains("api/graph/me: 200 "))
+        #expect(example.stdout.hasSuffix("logged out: 1 session(s) ended\naccounts left: 0\n"))
+
         // Back-channel logout: the development provider signs a logout token, curl posts it.
         let backChannel = try await runProcess(
             "/bin/bash",
