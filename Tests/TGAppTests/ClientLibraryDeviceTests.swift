@@ -162,6 +162,21 @@ import FoundationNetworking
         }
     }
 
+    @Test func scopesTheProviderRefusedAreConsentRequiredAndTheAccountStays() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/me\"]", transport: .sockets) { h in
+            let app = AppInstall(h)
+            let account = try await app.client.signIn()
+            h.fake.misbehave(.raw(status: 400, contentType: "application/json", body: #"{"error":"consent_required"}"#), grantType: "refresh_token")
+            await #expect(throws: TokenGateClientError.consentRequired(scopes: ["User.Read"])) {
+                _ = try await app.client.data(for: app.request(h, "/api/graph/me"))
+            }
+            let accounts = try await app.client.accounts()
+            #expect(accounts == [account])
+            let (_, me) = try await app.client.data(for: app.request(h, "/auth/me"))
+            #expect(me.status == 200)
+        }
+    }
+
     @Test func theGatewayUnableToReachTheProviderIsARetryableError() async throws {
         var settings = FakeIdentityProvider.Settings()
         settings.accessTokenLifetime = .seconds(120)
