@@ -12,18 +12,33 @@ public protocol HTTPTransport: Sendable {
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse)
 }
 
-/// ``HTTPTransport`` over a `URLSession` (`URLSession.shared` unless given).
+/// ``HTTPTransport`` over a `URLSession` of its own that never follows a redirect: a 3xx comes
+/// back as it is, so an `Authorization` header can never travel to the origin a `Location` names
+/// (``TokenGateClient/data(for:account:)`` follows the gateway's own redirects itself).
 public struct URLSessionTransport: HTTPTransport {
     let session: URLSession
 
-    public init(session: URLSession = .shared) {
-        self.session = session
+    public init(configuration: URLSessionConfiguration = .default) {
+        session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
     }
 
     public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
         let (data, response) = try await session.data(for: request)
         guard let http = response as? HTTPURLResponse else { throw TokenGateClientError.invalidResponse("not an HTTP answer") }
         return (data, http)
+    }
+}
+
+/// Hands every redirect back to the caller instead of following it.
+final class RedirectRefusal: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
     }
 }
 

@@ -19,9 +19,14 @@ extension TokenGateClient {
     /// The refresh of `id` in flight, or a new one.
     func refresh(_ id: String) async throws -> AccessToken {
         if let running = refreshes[id] { return try await running.value }
-        let task = Task { try await self.performRefresh(id) }
+        // On the actor: it starts once this call waits, after it is registered, and leaves the
+        // register as it ends (not when its first caller resumes, which a caller that refuses its
+        // token in between would otherwise join).
+        let task = Task {
+            defer { self.refreshes[id] = nil }
+            return try await self.performRefresh(id)
+        }
         refreshes[id] = task
-        defer { refreshes[id] = nil }
         return try await task.value
     }
 
@@ -69,8 +74,23 @@ extension TokenGateClient {
         var token = try await accessToken(for: id)
         var refreshed = false
         var nonceRetried = false
+        var request = request
+        var redirects = 0
         while true {
             let answer = try await send(authorized(request, with: token))
+            // The gateway's own redirects (an API's `Location` it rewrote to itself) are followed
+            // with a fresh proof; any other goes back to the app as it is, unfollowed.
+            if (300..<400).contains(answer.status), answer.status != 304, redirects < 5, let location = answer.header("Location"),
+                let target = URL(string: location, relativeTo: request.url)?.absoluteURL, Origin(target) == gatewayOrigin
+            {
+                redirects += 1
+                request.url = target
+                if answer.status == 303 || (answer.status != 307 && answer.status != 308 && request.httpMethod == "POST") {
+                    request.httpMethod = "GET"
+                    request.httpBody = nil
+                }
+                continue
+            }
             if answer.status == 401, !nonceRetried, token.isDPoPBound, DPoPProof.asksForNonce(answer) {
                 nonceRetried = true
                 continue

@@ -60,7 +60,7 @@ final class RecordingTransport: HTTPTransport {
         let grantType: String?
     }
 
-    private let inner = URLSessionTransport(session: URLSession(configuration: .ephemeral))
+    private let inner = URLSessionTransport(configuration: .ephemeral)
     private let log = Mutex<[Sent]>([])
     /// How many answers of token requests with this grant type to lose.
     private let losing = Mutex<[String: Int]>([:])

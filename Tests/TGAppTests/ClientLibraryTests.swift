@@ -63,9 +63,14 @@ import FoundationNetworking
             let app = AppInstall(h)
             let alice = try await app.client.signIn()
             app.browser.user.withLock { $0 = "bob" }
-            let bob = try await app.client.signIn()
+            let bob = try await app.client.signIn(provider: "fake", loginHint: "bob")
             #expect(bob.subject == "bob")
             #expect(try await app.client.accounts() == [alice, bob])
+            // The provider and the login hint went to the gateway's login as given.
+            let second = try #require(app.browser.opened.withLock { $0.last })
+            let query = URLComponents(url: second, resolvingAgainstBaseURL: false)?.queryItems ?? []
+            #expect(query.contains(URLQueryItem(name: "provider", value: "fake")))
+            #expect(query.contains(URLQueryItem(name: "login_hint", value: "bob")))
             #expect(try await app.client.currentAccount() == bob)
             // The second sign-in carried the device secret: the gateway lists both on one device.
             let listed = try await app.client.accountsOnGateway()
@@ -214,6 +219,28 @@ import FoundationNetworking
             }
             #expect(app.transport.sent.count == sentBefore, "nothing was sent")
             #expect(app.transport.sent.allSatisfy { $0.url.host == "127.0.0.1" && $0.url.port == port })
+        }
+    }
+
+    @Test func anAPIsRedirectElsewhereComesBackUnfollowedAndTheGatewaysOwnIsFollowed() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, transport: .sockets) { h in
+            let foreign = try FakeGraphAPI { _ in "anyone" }
+            defer { Task { await foreign.stop() } }
+            let app = AppInstall(h)
+            try await app.client.signIn()
+            let away = foreign.baseURL + "/me"
+            let escaped = try #require(away.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+            let (_, answer) = try await app.client.data(for: app.request(h, "/api/graph/redirect?to=\(escaped)"))
+            #expect(answer.status == 302)
+            #expect(answer.value(forHTTPHeaderField: "Location") == away)
+            #expect(foreign.received.isEmpty, "nothing, and no token, went to the other origin")
+            // A redirect the gateway rewrote to itself (the API pointing at itself) is followed,
+            // with the token, to the gateway.
+            let own = try #require((h.graph!.apiURL + "/me").addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+            let (me, followed) = try await app.client.data(for: app.request(h, "/api/graph/redirect?to=\(own)"))
+            #expect(followed.status == 200)
+            #expect(object(me)["id"] as? String == "alice")
+            #expect(app.transport.calls(to: "/api/graph/me").count == 1)
         }
     }
 }
