@@ -16,7 +16,7 @@ import AuthenticationServices
 
 /// ``BrowserSession`` through `ASWebAuthenticationSession`, presented from `anchor`.
 @MainActor
-public final class WebAuthenticationBrowserSession: NSObject, BrowserSession, ASWebAuthenticationPresentationContextProviding {
+public final class WebAuthenticationBrowserSession: NSObject, BrowserSession, @preconcurrency ASWebAuthenticationPresentationContextProviding {
     private let anchor: @MainActor () -> ASPresentationAnchor
     private var current: ASWebAuthenticationSession?
 

@@ -105,11 +105,13 @@ import Glibc
         let example = try await runProcess(
             "/bin/bash",
             [Self.root.appendingPathComponent("scripts/app-example.sh").path],
+            // The sanitizer build's options too (`make test-sanitized` turns leak reports off:
+            // URLSession's libcurl keeps memory to the end, and a report would replace the exit).
             environment: environment.merging([
                 "TG": "http://127.0.0.1:\(ports.tokenGate)",
                 "APP_EXAMPLE_BINARY": URL(fileURLWithPath: TokenGateProcess.executable).deletingLastPathComponent()
                     .appendingPathComponent("tokengate-app-example").path,
-            ]) { $1 }
+            ]) { $1 }.merging(ProcessInfo.processInfo.environment.filter { $0.key == "ASAN_OPTIONS" }) { $1 }
         )
         #expect(example.exitCode == 0, "\(example.stdout)\n\(example.stderr)")
         #expect(example.stdout.contains("signed in: alice at "), "\(example.stdout)")
