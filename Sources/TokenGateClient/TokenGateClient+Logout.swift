@@ -45,11 +45,19 @@ extension TokenGateClient {
         request.httpMethod = "POST"
         request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
         request.httpBody = Data(Form.encode(form).utf8)
-        let answer: (Data, HTTPURLResponse)
-        do {
-            answer = try await data(for: request, account: bearer)
-        } catch TokenGateClientError.signInRequired {
-            // Nothing left to end on the gateway for that account.
+        // The device's logout goes with any of its accounts' tokens: the current one's first, the
+        // next one's when that account's grant is already gone.
+        let bearers = scope == .device ? [bearer] + forgotten.filter { $0 != bearer } : [bearer]
+        var answer: (Data, HTTPURLResponse)?
+        for candidate in bearers where answer == nil {
+            do {
+                answer = try await data(for: request, account: candidate)
+            } catch TokenGateClientError.signInRequired {
+                // Nothing left to end on the gateway for that account (it is forgotten already).
+                continue
+            }
+        }
+        guard let answer else {
             for id in forgotten { try forget(id) }
             return LogoutResult(sessionsEnded: 0, accountsRemoved: 0, endSessionURL: nil)
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TGAppTesting
+import TGPostgres
 import TGTesting
 import Testing
 import TokenGateClient
@@ -121,6 +122,30 @@ import FoundationNetworking
             #expect(try await phone.client.accounts().isEmpty)
             let stored = String(decoding: try #require(phone.credentials.data(for: "tokengate.state")), as: UTF8.self)
             #expect(!stored.contains("device_secret"), "a device with no account keeps no secret")
+        }
+    }
+
+    @Test func aDeviceLogoutGoesThroughWhenTheCurrentAccountIsAlreadyGone() async throws {
+        try await AuthFlowHarness.run(transport: .sockets) { h in
+            let phone = AppInstall(h)
+            try await phone.client.signIn()
+            phone.browser.user.withLock { $0 = "bob" }
+            let bob = try await phone.client.signIn()
+            let bobsToken = try await phone.client.accessToken(for: bob.id)
+            // Bob signs out everywhere from another phone: this phone's Bob session ends, and
+            // Bob is still its current account.
+            let otherPhone = AppInstall(h)
+            otherPhone.browser.user.withLock { $0 = "bob" }
+            try await otherPhone.client.signIn()
+            try await otherPhone.client.logOut(.everywhere(try #require(try await otherPhone.client.currentAccount()).id))
+            #expect(try await h.get("/auth/me", bearer: bobsToken.value).status == 401)
+            phone.clock.advance(by: 3600)
+            // The device's logout goes with Alice's token instead, and ends her session too.
+            let result = try await phone.client.logOut(.device)
+            #expect(result.sessionsEnded == 1)
+            let left = try await phone.client.accounts()
+            #expect(left.isEmpty)
+            #expect(try await h.count("SELECT count(*) AS n FROM sessions") == 0)
         }
     }
 
