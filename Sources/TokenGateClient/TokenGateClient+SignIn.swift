@@ -40,7 +40,7 @@ extension TokenGateClient {
             ("redirect_uri", configuration.redirectURI), ("client_id", configuration.clientID),
         ]
         if let secret = try self.state().deviceSecret { form.append(("device_secret", secret)) }
-        let answer = try await tokenRequest(form)
+        let answer = try await tokenRequest(form, resendsLostAnswer: false)
         guard answer.status == 200 else { throw answer.failure() }
         let tokens = try answer.decode(TokenResponse.self)
         _ = try keep(tokens, makeCurrent: true)

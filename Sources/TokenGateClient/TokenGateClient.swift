@@ -172,14 +172,16 @@ public actor TokenGateClient {
     }
 
     /// A form POST to the token endpoint, with a proof when the app uses DPoP: once more with the
-    /// gateway's nonce when it asks for one, and once more after a transport failure (the gateway
-    /// answers a repeated refresh or redemption the same within its replay grace).
-    func tokenRequest(_ form: [(String, String)]) async throws -> GatewayAnswer {
+    /// gateway's nonce when it asks for one and, with `resendsLostAnswer`, once more after a
+    /// transport failure (the gateway answers a repeated refresh or transfer code the same within
+    /// its replay grace; a handoff code works once, so its redemption is not sent again and the
+    /// failure goes to the app, whose sign-in starts over).
+    func tokenRequest(_ form: [(String, String)], resendsLostAnswer: Bool = true) async throws -> GatewayAnswer {
         let url = try await metadata().tokenEndpoint
         var lastError: (any Error)?
         var nonceRetried = false
         var attempt = 0
-        while attempt < 2 {
+        while attempt < (resendsLostAnswer ? 2 : 1) {
             attempt += 1
             var request = URLRequest(url: url)
             request.httpMethod = "POST"

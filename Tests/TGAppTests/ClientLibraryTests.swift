@@ -128,6 +128,22 @@ import FoundationNetworking
         }
     }
 
+    @Test func aSignInWhoseRedemptionAnswerWasLostIsNotRedeemedTwiceAndCanStartOver() async throws {
+        try await AuthFlowHarness.run(transport: .sockets) { h in
+            let app = AppInstall(h)
+            app.transport.loseAnswers(of: "authorization_code")
+            // The handoff code works once: the network's failure goes to the app as it is,
+            // rather than a second redemption the gateway must refuse.
+            await #expect(throws: URLError.self) { try await app.client.signIn() }
+            #expect(app.transport.count("authorization_code") == 1)
+            let none = try await app.client.accounts()
+            #expect(none.isEmpty)
+            let account = try await app.client.signIn()
+            #expect(account.subject == "alice")
+            #expect(app.transport.count("authorization_code") == 2)
+        }
+    }
+
     @Test func aRotatedRefreshTokenThatCouldNotBeStoredIsNeverUsedAndTheGrantSurvives() async throws {
         try await AuthFlowHarness.run(transport: .sockets) { h in
             let store = FlakyCredentialStore()
