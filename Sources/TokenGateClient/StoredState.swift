@@ -6,12 +6,10 @@ struct StoredState: Codable, Equatable {
     struct Entry: Codable, Equatable {
         var account: Account
         var refreshToken: String
-        var tokenType: String
 
         enum CodingKeys: String, CodingKey {
             case account
             case refreshToken = "refresh_token"
-            case tokenType = "token_type"
         }
     }
 

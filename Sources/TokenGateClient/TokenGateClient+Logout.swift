@@ -57,14 +57,12 @@ extension TokenGateClient {
                 continue
             }
         }
-        guard let answer else {
-            for id in forgotten { try forget(id) }
-            return LogoutResult(sessionsEnded: 0, accountsRemoved: 0, endSessionURL: nil)
-        }
-        let result = GatewayAnswer(answer.0, answer.1)
-        guard result.status == 200, let object = result.object else { throw result.failure() }
+        let result = answer.map { GatewayAnswer($0.0, $0.1) }
+        if let result, result.status != 200 || result.object == nil { throw result.failure() }
+        // Ended on the gateway, or nothing left there to end (every grant already gone).
         for id in forgotten { try forget(id) }
         if scope == .device { try update { $0.deviceSecret = nil } }
+        guard let object = result?.object else { return LogoutResult(sessionsEnded: 0, accountsRemoved: 0, endSessionURL: nil) }
         let endSession = (object["end_session_url"] as? String).flatMap(URL.init(string:))
         if let returnTo, let endSession {
             let back = try await browser.authenticate(

@@ -218,7 +218,7 @@ public actor TokenGateClient {
     func keep(_ tokens: TokenResponse, makeCurrent: Bool) throws -> AccessToken {
         try update { state in
             if let secret = tokens.deviceSecret { state.deviceSecret = secret }
-            state.put(StoredState.Entry(account: tokens.account, refreshToken: tokens.refreshToken, tokenType: tokens.tokenType))
+            state.put(StoredState.Entry(account: tokens.account, refreshToken: tokens.refreshToken))
             if makeCurrent || state.currentAccountID == nil { state.currentAccountID = tokens.account.id }
         }
         let token = AccessToken(

@@ -11,18 +11,17 @@ import FoundationNetworking
 /// (`WebAuthenticationBrowserSession` on iOS and macOS).
 final class DevProviderBrowser: BrowserSession {
     let user: String
-    let session: URLSession
+    /// The library's transport: it hands every redirect back instead of following it.
+    let transport = URLSessionTransport(configuration: .ephemeral)
 
     init(user: String) {
         self.user = user
-        session = URLSession(configuration: .ephemeral, delegate: NoRedirects(), delegateQueue: nil)
     }
 
     func authenticate(at url: URL, callbackScheme: String, ephemeral: Bool) async throws -> URL {
         var next = URLRequest(url: url)
         for _ in 0..<8 {
-            let (_, response) = try await session.data(for: next)
-            guard let http = response as? HTTPURLResponse else { throw TokenGateClientError.cancelled }
+            let (_, http) = try await transport.send(next)
             if http.statusCode == 200, next.httpMethod != "POST", let page = next.url {
                 // The provider's login page: its form posts `sub` back to the same URL.
                 next = URLRequest(url: page)
@@ -37,18 +36,5 @@ final class DevProviderBrowser: BrowserSession {
             next = URLRequest(url: target.absoluteURL)
         }
         throw TokenGateClientError.cancelled
-    }
-}
-
-/// Hands every redirect back instead of following it (the app's scheme is no HTTP URL).
-final class NoRedirects: NSObject, URLSessionTaskDelegate, Sendable {
-    func urlSession(
-        _ session: URLSession,
-        task: URLSessionTask,
-        willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest,
-        completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
     }
 }

@@ -164,6 +164,10 @@ import FoundationNetworking
             #expect(opened.count == 2)
             #expect(opened.last?.absoluteString.hasPrefix(h.fake.endSessionEndpoint) == true)
             #expect(h.fake.logoutRequests.count == 1)
+            // A way back with another state is not this logout's.
+            try await app.client.signIn()
+            app.browser.altersNextReturn.withLock { $0 = { replacing("state", with: "another-logout", in: $0) } }
+            await #expect(throws: TokenGateClientError.stateMismatch) { try await app.client.logOut(.device, inBrowser: true) }
         }
     }
 
@@ -174,6 +178,15 @@ import FoundationNetworking
             await #expect(throws: TokenGateClientError.cancelled) { try await app.client.signIn() }
             let afterCancel = try await app.client.accounts()
             #expect(afterCancel.isEmpty)
+            // An answer with another login's state, or from another authorization server: not
+            // redeemed (its code stays unused), nobody signed in.
+            for (name, value) in [("state", "another-login"), ("iss", "https://evil.example")] {
+                app.browser.altersNextReturn.withLock { $0 = { replacing(name, with: value, in: $0) } }
+                await #expect(throws: TokenGateClientError.stateMismatch) { try await app.client.signIn() }
+            }
+            #expect(app.transport.count("authorization_code") == 0)
+            let afterMismatch = try await app.client.accounts()
+            #expect(afterMismatch.isEmpty)
             // A provider that refuses: its error, typed.
             h.fake.configure { $0.authorizationError = .init(code: "access_denied", description: "The user said no.", status: 302) }
             let refused = await #expect(throws: TokenGateClientError.self) { try await app.client.signIn() }
@@ -230,4 +243,13 @@ func claims(of proof: String?) throws -> [String: Any] {
     var payload = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
     while payload.count % 4 != 0 { payload += "=" }
     return object(try #require(Data(base64Encoded: payload)))
+}
+
+/// `url` with its query parameter `name` set to `value` (added when missing).
+@Sendable func replacing(_ name: String, with value: String, in url: URL) -> URL {
+    var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+    var items = (components.queryItems ?? []).filter { $0.name != name }
+    items.append(URLQueryItem(name: name, value: value))
+    components.queryItems = items
+    return components.url!
 }

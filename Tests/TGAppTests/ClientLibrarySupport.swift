@@ -20,6 +20,8 @@ final class RedirectFollowingBrowser: BrowserSession {
     let opened = Mutex<[URL]>([])
     /// What the next session does instead of following: close (the user cancelled).
     let cancelsNext = Mutex(false)
+    /// Changes the URL the next session comes back with (an answer meant for another login).
+    let altersNextReturn = Mutex<(@Sendable (URL) -> URL)?>(nil)
 
     init(fake: FakeIdentityProvider) {
         self.fake = fake
@@ -40,7 +42,14 @@ final class RedirectFollowingBrowser: BrowserSession {
             guard let location = answer.header("Location") else {
                 throw TokenGateClientError.invalidResponse("the browser stopped at \(next): \(answer.stdout.prefix(300))")
             }
-            if location.hasPrefix(callbackScheme + ":") { return try #require(URL(string: location)) }
+            if location.hasPrefix(callbackScheme + ":") {
+                let back = try #require(URL(string: location))
+                let alter = altersNextReturn.withLock { alter in
+                    defer { alter = nil }
+                    return alter
+                }
+                return alter?(back) ?? back
+            }
             next = URL(string: location, relativeTo: URL(string: next))?.absoluteString ?? location
         }
         throw TokenGateClientError.invalidResponse("too many redirects")
@@ -52,7 +61,6 @@ final class RedirectFollowingBrowser: BrowserSession {
 /// network drops an answer), or a request refused before it leaves (a foreign origin's).
 final class RecordingTransport: HTTPTransport {
     struct Sent: Sendable {
-        let method: String
         let url: URL
         let authorization: String?
         let dpop: String?
@@ -85,7 +93,6 @@ final class RecordingTransport: HTTPTransport {
         log.withLock {
             $0.append(
                 Sent(
-                    method: request.httpMethod ?? "GET",
                     url: request.url!,
                     authorization: request.value(forHTTPHeaderField: "Authorization"),
                     dpop: request.value(forHTTPHeaderField: "DPoP"),
