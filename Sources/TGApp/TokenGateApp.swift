@@ -92,7 +92,13 @@ public enum TokenGateApp {
             settings: settings,
             issuer: publicBaseURL(configuration),
             resources: configuration.upstreams.map {
-                UpstreamResource(name: $0.name, provider: $0.provider, scopes: $0.scopes, allowsTokenExchange: $0.tokenExchange)
+                UpstreamResource(
+                    name: $0.name,
+                    provider: $0.provider,
+                    scopes: $0.scopes,
+                    allowsTokenExchange: $0.tokenExchange,
+                    keepsStepUpApart: $0.stepUpTokens == "separate"
+                )
             },
             cache: CredentialCache(capacity: sessions.memoryCacheEntries),
             clock: clock,

@@ -25,9 +25,11 @@ extension LoginFlow {
         guard let client = clients[login.clientID], client.allows(redirectURI: login.redirectURI) else {
             throw AuthProblem(.loginExpired, "The app of this login is no longer registered. Start again from the app.")
         }
-        func fail(_ error: String, _ reason: String) -> String {
+        func fail(_ error: String, _ reason: String, description: String? = nil) -> String {
             logger.warning("login failed", metadata: ["provider": .string(login.provider), "reason": .string(reason)])
-            return Self.appRedirect(login.redirectURI, [("error", error), ("state", login.appState), ("iss", issuer)])
+            var parameters = [(name: "error", value: error)]
+            if let description { parameters.append(("error_description", description)) }
+            return Self.appRedirect(login.redirectURI, parameters + [("state", login.appState), ("iss", issuer)])
         }
         if let error = callback.error {
             return fail(Self.forwardableErrors.contains(error) ? error : "server_error", "provider returned an error")
@@ -55,6 +57,50 @@ extension LoginFlow {
         guard let refreshToken = result.tokens.refreshToken else {
             // Without a refresh token TokenGate cannot keep the user signed in: nothing is stored.
             return fail("server_error", "provider issued no refresh token (offline_access / access_type=offline?)")
+        }
+        // A step-up (RFC 9470 §5): the sign-in must be what was asked, by the account asked for.
+        // Nothing is stored otherwise, and the fresh grant is not revoked: at some providers
+        // revoking one refresh token revokes every grant of the user to this client, the
+        // account's everyday one included.
+        if let shortfall = stepUpShortfall(login, idToken, provider: provider, now: now) {
+            return fail(
+                "insufficient_user_authentication",
+                "step-up not met: \(shortfall)",
+                description: "The sign-in did not meet what was asked: \(shortfall). Try again, or ask the user to use the stronger method."
+            )
+        }
+        let apart: UpstreamResource?
+        do {
+            if let expected = login.stepUpAccount {
+                let found = try await store.accounts.find(provider: provider.name, issuer: idToken.issuer, subject: idToken.subject)
+                guard found == expected else {
+                    return fail(
+                        "access_denied",
+                        "step-up signed in another user",
+                        description: "The sign-in was by another user than the account being stepped up; sign in as that account."
+                    )
+                }
+            }
+            apart = try await apartResource(login, provider: provider.name, issuer: idToken.issuer, subject: idToken.subject)
+        } catch {
+            return fail("temporarily_unavailable", "checking the step-up failed: \(type(of: error))")
+        }
+        let stepUp = Self.isStepUp(login)
+        var apartToken: UpstreamAccessToken?
+        if let apart {
+            do {
+                apartToken = try await self.apartToken(
+                    result.tokens,
+                    for: apart,
+                    refreshToken: refreshToken,
+                    provider: provider,
+                    policy: login.policy,
+                    subject: idToken.subject,
+                    now: now
+                )
+            } catch {
+                return fail("temporarily_unavailable", "the step-up token for \(apart.name) could not be had: \(error)")
+            }
         }
         // Display claims the ID token lacks, from UserInfo (whose sub must be the ID token's).
         var claims = idToken.claims
@@ -84,21 +130,31 @@ extension LoginFlow {
                     claims: Self.displayClaims(claims),
                     now: now
                 )
-                try await transaction.accounts.storeGrant(
-                    GrantWrite(
-                        account: account,
-                        refreshToken: try vault.seal(refreshToken, context: TokenVault.Context.grant(account)),
-                        keyID: vault.currentKeyID,
-                        scopes: result.tokens.scopes ?? [],
-                        expiresAt: result.tokens.refreshTokenExpiresAt,
-                        idTokenHint: try vault.seal(idToken.raw, context: TokenVault.Context.idToken(account)),
-                        policy: login.policy
-                    ),
-                    now: now
-                )
-                for (scopeKey, token) in accessTokens {
-                    try await upstream.storeAccessToken(token, account: account, scopeKey: scopeKey, in: transaction)
+                if let apart, let apartToken {
+                    // The everyday grant and tokens stay; this one serves the API until it expires.
+                    try await upstream.storeStepUpToken(apartToken, account: account, resource: apart.name, in: transaction)
+                } else {
+                    if stepUp {
+                        // The weaker sign-in's tokens must not serve again: each is refreshed from this grant.
+                        try await transaction.accounts.dropAccessTokens(account)
+                    }
+                    try await transaction.accounts.storeGrant(
+                        GrantWrite(
+                            account: account,
+                            refreshToken: try vault.seal(refreshToken, context: TokenVault.Context.grant(account)),
+                            keyID: vault.currentKeyID,
+                            scopes: result.tokens.scopes ?? [],
+                            expiresAt: result.tokens.refreshTokenExpiresAt,
+                            idTokenHint: try vault.seal(idToken.raw, context: TokenVault.Context.idToken(account)),
+                            policy: login.policy
+                        ),
+                        now: now
+                    )
+                    for (scopeKey, token) in accessTokens {
+                        try await upstream.storeAccessToken(token, account: account, scopeKey: scopeKey, in: transaction)
+                    }
                 }
+                if stepUp { try await transaction.accounts.announceInvalidation(account) }
                 try await transaction.loginStates.issueHandoff(
                     codeHash: handoff.hash,
                     account: account,
@@ -111,10 +167,17 @@ extension LoginFlow {
                 )
                 return account
             }
-            upstream.cache(accessTokens, account: account, ticket: ticket)
+            if stepUp {
+                // Every instance drops what it held of the account (the notification above); this
+                // one at once, so the app's next call finds the stronger sign-in's tokens.
+                upstream.cache.invalidate(accounts: [account])
+            } else {
+                upstream.cache(accessTokens, account: account, ticket: ticket)
+            }
         } catch {
-            // Nothing was stored; the provider's fresh grant is revoked so none is left behind there.
-            _ = try? await provider.revoke(refreshToken: refreshToken, policy: login.policy)
+            // Nothing was stored; the provider's fresh grant is revoked so none is left behind there
+            // (not a step-up's kept apart: the account's everyday grant may go with it).
+            if apart == nil { _ = try? await provider.revoke(refreshToken: refreshToken, policy: login.policy) }
             return fail("server_error", "storing the login failed: \(type(of: error))")
         }
         return Self.appRedirect(login.redirectURI, [("code", handoff.value), ("state", login.appState), ("iss", issuer)])

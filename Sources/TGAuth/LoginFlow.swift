@@ -68,7 +68,9 @@ public final class LoginFlow: Sendable {
             )
         }
         let provider = try chooseProvider(request.provider, for: client)
-        let options = try loginOptions(request)
+        var options = try loginOptions(request)
+        let stepUp = try await stepUp(request, provider: provider.name)
+        if options.loginHint == nil { options.loginHint = stepUp.loginHint }
         let authorization: AuthorizationRequest
         do {
             authorization = try await provider.authorizationRequest(options)
@@ -95,7 +97,11 @@ public final class LoginFlow: Sendable {
             keyID: vault.currentKeyID,
             issuer: pending.issuer,
             createdAt: now,
-            expiresAt: now.addingTimeInterval(settings.pendingLoginTTL)
+            expiresAt: now.addingTimeInterval(settings.pendingLoginTTL),
+            acrValues: options.requirement.acrValues.isEmpty ? nil : options.requirement.acrValues.joined(separator: " "),
+            maxAge: options.requirement.maxAge,
+            stepUpAccount: stepUp.account,
+            stepUpResource: stepUp.resource
         )
         try await store.transaction { try await $0.loginStates.begin(record) }
         return authorization.url
@@ -135,6 +141,12 @@ public final class LoginFlow: Sendable {
         }
         options.loginHint = request.loginHint
         options.domainHint = request.domainHint
+        do {
+            options.requirement = try AuthenticationRequirement(acrValues: request.acrValues, maxAge: request.maxAge)
+        } catch {
+            throw Self.problem(error)
+        }
+        options.claims = request.claims
         return options
     }
 

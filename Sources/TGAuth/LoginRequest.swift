@@ -15,6 +15,16 @@ public struct LoginRequest: Sendable, Equatable {
     public var prompt: String?
     public var loginHint: String?
     public var domainHint: String?
+    /// A step-up (RFC 9470 §4): the authentication context classes the sign-in must use.
+    public var acrValues: String?
+    /// A step-up: the most seconds since the user last authenticated.
+    public var maxAge: String?
+    /// A step-up from Entra's claims challenge: the OpenID Connect `claims` request (JSON).
+    public var claims: String?
+    /// A step-up for this API (its name under `/api/`): where its token goes.
+    public var resource: String?
+    /// A step-up of this account (its id): the sign-in must be this account's user.
+    public var account: String?
 
     public init() {}
 
@@ -38,6 +48,11 @@ public struct LoginRequest: Sendable, Equatable {
             case "prompt": prompt = value
             case "login_hint": loginHint = value
             case "domain_hint": domainHint = value
+            case "acr_values": acrValues = value
+            case "max_age": maxAge = value
+            case "claims": claims = value
+            case "resource": resource = value
+            case "account": account = value
             default: continue  // RFC 6749 §3.1: unknown parameters are ignored
             }
         }

@@ -11,12 +11,17 @@ public struct UpstreamResource: Sendable, Equatable {
     public var scopes: [String]
     /// Whether apps may take its token themselves (token exchange); off: only the proxy uses it.
     public var allowsTokenExchange: Bool
+    /// Whether a step-up sign-in for this API keeps its token apart (used for this API's calls
+    /// until it expires, never refreshed) and leaves the account's grant as it was; off: the
+    /// stronger sign-in's grant replaces the account's (``LoginFlow``, docs/proxy.md "Step-up").
+    public var keepsStepUpApart: Bool
 
-    public init(name: String, provider: String, scopes: [String], allowsTokenExchange: Bool = false) {
+    public init(name: String, provider: String, scopes: [String], allowsTokenExchange: Bool = false, keepsStepUpApart: Bool = false) {
         self.name = name
         self.provider = provider
         self.scopes = scopes
         self.allowsTokenExchange = allowsTokenExchange
+        self.keepsStepUpApart = keepsStepUpApart
     }
 }
 

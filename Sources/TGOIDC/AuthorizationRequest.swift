@@ -1,3 +1,4 @@
+import TGBase
 import TGCrypto
 
 /// What a login needs remembered between the redirect to the provider and the callback. Store
@@ -38,6 +39,11 @@ public struct AuthorizationOptions: Sendable, Hashable {
     public var prompt: String?
     public var loginHint: String?
     public var domainHint: String?
+    /// What the sign-in must prove (RFC 9470 §4: `acr_values`, `max_age`), sent on as asked.
+    public var requirement = AuthenticationRequirement()
+    /// An OpenID Connect `claims` request (OIDC Core §5.5), a JSON object: how Entra's
+    /// Conditional Access asks for a stronger sign-in (its claims challenge).
+    public var claims: String?
 
     public init(policy: String? = nil, extraScopes: [String] = [], prompt: String? = nil, loginHint: String? = nil, domainHint: String? = nil) {
         self.policy = policy
@@ -61,6 +67,8 @@ extension AuthorizationOptions {
     /// Prompt values OIDC Core §3.1.2.1 defines (space-separated; Entra adds `select_account`,
     /// which is in the list too).
     static let promptValues: Set<String> = ["none", "login", "consent", "select_account", "create"]
+    /// The longest `claims` request taken (Entra's challenges are a few hundred bytes).
+    public static let claimsLimit = 2048
 
     /// Throws for option values that would make a malformed or dangerous request.
     func validate() throws(OIDCError) {
@@ -71,6 +79,11 @@ extension AuthorizationOptions {
             }
             guard !values.contains("none") || values.count == 1 else {
                 throw OIDCError(.invalidRequest("prompt=none cannot be combined with other values (OIDC Core 3.1.2.1)"))
+            }
+        }
+        if let claims {
+            guard claims.utf8.count <= Self.claimsLimit, JSONValue(parsing: Array(claims.utf8))?.objectValue != nil else {
+                throw OIDCError(.invalidRequest("claims must be a JSON object of at most \(Self.claimsLimit) bytes (OIDC Core 5.5)"))
             }
         }
         for scope in extraScopes where scope.isEmpty || scope.utf8.contains(where: { $0 <= 0x20 || $0 == 0x22 || $0 == 0x5C || $0 >= 0x7F }) {

@@ -82,6 +82,8 @@ public final class OpenIDProvider: Sendable {
         if let prompt = try mergedPrompt(app: options.prompt) { parameters.append(("prompt", prompt)) }
         if let hint = options.loginHint { parameters.append(("login_hint", hint)) }
         if let hint = options.domainHint { parameters.append(("domain_hint", hint)) }
+        parameters += options.requirement.parameters
+        if let claims = options.claims { parameters.append(("claims", claims)) }
         let taken = Set(parameters.map(\.name))
         parameters += configuration.extraAuthorizationParameters.filter { !taken.contains($0.name) }
         return AuthorizationRequest(url: FormURLEncoding.url(metadata.authorizationEndpoint, adding: parameters), pending: pending)

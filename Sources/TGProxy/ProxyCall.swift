@@ -137,6 +137,12 @@ final class ProxyCall: @unchecked Sendable {
             return
         }
         let method = request.method
+        if head.status == 401, let challenge = StepUpChallenge.find(in: head) {
+            // A refresh cannot raise how the user signed in: the app is told what to ask for.
+            exchange.cancel()
+            responder.fail(ProxyError.stepUpRequired(challenge, upstream: upstream.settings.name, dpop: ProxyHeaders.presentsDPoP(request)))
+            return
+        }
         if head.status == 401, !retried, upload.replayable, Proxy.idempotent.contains(method), ProxyHeaders.saysInvalidToken(head) {
             // The API refused a token that looked valid (revoked, or rotated keys): one fresh
             // token and one more try. Only when the body can be sent again: none, or one read

@@ -17,4 +17,7 @@ public enum ProxyError: Error, Equatable, Sendable {
     /// The API's answer has more header fields than the server can send back with this request
     /// (`size` bytes of them to pass on, `room` for them: ``TGHTTPServer/ServerRequest/answerHeadRoom``).
     case answerHeadTooLarge(size: Int, room: Int)
+    /// The API asks for a stronger or fresher sign-in (RFC 9470) than the account's token
+    /// carries; `upstream` is the API's name, `dpop` whether the app's own token is DPoP-bound.
+    case stepUpRequired(StepUpChallenge, upstream: String, dpop: Bool)
 }

@@ -194,6 +194,15 @@ public enum ProxyHeaders {
         return found
     }
 
+    /// Whether the app's own token came with the `DPoP` scheme (RFC 9449 §7.1).
+    static func presentsDPoP(_ request: ServerRequest) -> Bool {
+        var dpop = false
+        _ = request.fields.withFirst(.authorization) { value in
+            dpop = value.count > 5 && RawHeaderFields.equalsIgnoringCase(UnsafeBufferPointer(rebasing: value[0..<5]), "dpop ")
+        }
+        return dpop
+    }
+
     /// Names an app's `Connection` lists (hop-by-hop by declaration), in lowercase.
     private static func droppedByConnection(_ fields: RequestFields) -> Set<String> {
         // Most requests have no `Connection` field: no array is made for them.

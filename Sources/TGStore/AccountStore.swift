@@ -371,6 +371,12 @@ public struct AccountStore: Sendable {
         )
     }
 
+    /// Removes every stored access token of the account (a stronger sign-in replaced its grant:
+    /// tokens of the weaker one must not be used again).
+    public func dropAccessTokens(_ account: UUID) async throws {
+        try await executor.query("DELETE FROM upstream_access_tokens WHERE account_id = \(account)")
+    }
+
     /// The account's stored access token for a scope key, whatever its expiry.
     public func accessToken(_ account: UUID, scopeKey: String) async throws -> StoredAccessToken? {
         let rows = try await executor.query(

@@ -18,6 +18,13 @@ public struct PendingLoginRecord: Sendable {
     public var issuer: String
     public var createdAt: Date
     public var expiresAt: Date
+    /// A step-up's `acr_values` (space-separated) and `max_age`, which the ID token must meet.
+    public var acrValues: String?
+    public var maxAge: Int?
+    /// A step-up's account: the sign-in must be its user.
+    public var stepUpAccount: UUID?
+    /// A step-up's API (its name): where its token goes.
+    public var stepUpResource: String?
 
     public init(
         stateHash: TokenHash,
@@ -32,7 +39,11 @@ public struct PendingLoginRecord: Sendable {
         keyID: String,
         issuer: String,
         createdAt: Date,
-        expiresAt: Date
+        expiresAt: Date,
+        acrValues: String? = nil,
+        maxAge: Int? = nil,
+        stepUpAccount: UUID? = nil,
+        stepUpResource: String? = nil
     ) {
         self.stateHash = stateHash
         self.clientID = clientID
@@ -47,6 +58,10 @@ public struct PendingLoginRecord: Sendable {
         self.issuer = issuer
         self.createdAt = createdAt
         self.expiresAt = expiresAt
+        self.acrValues = acrValues
+        self.maxAge = maxAge
+        self.stepUpAccount = stepUpAccount
+        self.stepUpResource = stepUpResource
     }
 }
 
@@ -83,10 +98,12 @@ public struct LoginStateStore: Sendable {
         try await executor.query(
             """
             INSERT INTO pending_logins (state_hash, client_id, redirect_uri, app_state, code_challenge, provider,
-              policy, nonce, code_verifier, key_id, issuer, created_at, expires_at)
+              policy, nonce, code_verifier, key_id, issuer, created_at, expires_at, acr_values, max_age, step_up_account,
+              step_up_resource)
             VALUES (\(login.stateHash), \(login.clientID), \(login.redirectURI), \(login.appState), \(login.codeChallenge),
               \(login.provider), \(login.policy), \(login.nonce), \(login.codeVerifier), \(login.keyID), \(login.issuer),
-              \(login.createdAt), \(login.expiresAt))
+              \(login.createdAt), \(login.expiresAt), \(login.acrValues), \(login.maxAge), \(login.stepUpAccount),
+              \(login.stepUpResource))
             """
         )
     }
@@ -98,7 +115,7 @@ public struct LoginStateStore: Sendable {
             """
             DELETE FROM pending_logins WHERE state_hash = \(stateHash)
             RETURNING client_id, redirect_uri, app_state, code_challenge, provider, policy, nonce, code_verifier, key_id, issuer,
-              created_at, expires_at
+              created_at, expires_at, acr_values, max_age, step_up_account, step_up_resource
             """
         )
         guard let row = rows.first else { return nil }
@@ -115,7 +132,11 @@ public struct LoginStateStore: Sendable {
             keyID: try row.value(String.self, "key_id"),
             issuer: try row.value(String.self, "issuer"),
             createdAt: try row.value(Date.self, "created_at"),
-            expiresAt: try row.value(Date.self, "expires_at")
+            expiresAt: try row.value(Date.self, "expires_at"),
+            acrValues: try row.value(String?.self, "acr_values"),
+            maxAge: try row.value(Int?.self, "max_age"),
+            stepUpAccount: try row.value(UUID?.self, "step_up_account"),
+            stepUpResource: try row.value(String?.self, "step_up_resource")
         )
     }
 

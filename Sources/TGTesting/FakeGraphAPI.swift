@@ -30,6 +30,7 @@ public final class FakeGraphAPI: Sendable {
     private let rejections = Mutex<Int>(0)
     private let uploadLog = Mutex<[(bytes: Int, sha256: String)]>([])
     private let canned = Mutex<[String: Canned]>([:])
+    private let demands = Mutex<[String: Demand]>([:])
     private let slowCalls = Mutex<(inFlight: Int, peak: Int)>((0, 0))
     /// The server's origin, `http://127.0.0.1:PORT`.
     public let baseURL: String
@@ -48,6 +49,12 @@ public final class FakeGraphAPI: Sendable {
         var fields: [(String, String)]
         var body: [UInt8]
         var chunked: Bool
+    }
+
+    /// A path that wants more of a token than its being valid (a step-up, RFC 9470).
+    struct Demand: Sendable {
+        var challenge: String
+        var accepts: @Sendable (String) -> Bool
     }
 
     /// The photo `/me/photo/$value` serves: every byte value, 64 times.
@@ -100,6 +107,13 @@ public final class FakeGraphAPI: Sendable {
         canned.withLock { $0[path] = Canned(status: status, fields: fields, body: body, chunked: chunked) }
     }
 
+    /// Answers calls to `path` (below ``basePath``) whose token `accepts` refuses with 401 and
+    /// `WWW-Authenticate: <challenge>` (RFC 9470's `Bearer error="insufficient_user_authentication",
+    /// acr_values="…"`, or Entra's claims challenge), from now on.
+    public func demand(_ path: String, challenge: String, accepts: @escaping @Sendable (String) -> Bool) {
+        demands.withLock { $0[path] = Demand(challenge: challenge, accepts: accepts) }
+    }
+
     /// Refuse the next `count` valid tokens with 401 `invalid_token` (a token revoked upstream).
     public func rejectNextTokens(_ count: Int) { rejections.withLock { $0 = count } }
 
@@ -131,6 +145,16 @@ public final class FakeGraphAPI: Sendable {
             return .response(ServerResponse(status: .notFound, contentType: "application/json", body: #"{"error":{"code":"NotFound"}}"#))
         }
         let below = String(path.dropFirst(basePath.count))
+        if let demand = demands.withLock({ $0[below] }), !demand.accepts(token) {
+            return .response(
+                ServerResponse(
+                    status: .unauthorized,
+                    contentType: "application/json",
+                    body: #"{"error":{"code":"InsufficientAuthentication","message":"A stronger sign-in is required."}}"#,
+                    headerFields: [.wwwAuthenticate: demand.challenge]
+                )
+            )
+        }
         if let answer = canned.withLock({ $0[below] }) { return .response(Self.response(answer)) }
         switch below {
         case "/me":

@@ -52,7 +52,8 @@ extension FakeEndpoints {
                 scope: query["scope"] ?? "",
                 nonce: query["nonce"],
                 authTime: now,
-                prompt: (query["prompt"] ?? "").split(separator: " ").map(String.init)
+                prompt: (query["prompt"] ?? "").split(separator: " ").map(String.init),
+                acr: Self.askedACR(query)
             )
             let grantID = state.nextGrantID
             state.nextGrantID += 1
@@ -66,6 +67,16 @@ extension FakeEndpoints {
             )
             return answer.respond([("code", code)])
         }
+    }
+
+    /// The `acr` a sign-in asked for: `acr_values`' first, else the `acrs` value of a `claims`
+    /// request's access token (`{"access_token":{"acrs":{"essential":true,"value":"c1"}}}`).
+    static func askedACR(_ query: [String: String]) -> String? {
+        if let first = query["acr_values"]?.split(separator: " ").first { return String(first) }
+        guard let claims = query["claims"], let object = try? JSONSerialization.jsonObject(with: Data(claims.utf8)) as? [String: Any],
+            let access = object["access_token"] as? [String: Any], let acrs = access["acrs"] as? [String: Any]
+        else { return nil }
+        return acrs["value"] as? String ?? (acrs["values"] as? [String])?.first
     }
 
     static func isAbsoluteURL(_ text: String) -> Bool {

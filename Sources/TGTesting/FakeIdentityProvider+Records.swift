@@ -61,4 +61,11 @@ extension FakeIdentityProvider {
         let now = now
         return endpoints.state.withLock { $0.liveGrant(accessToken: token, at: now)?.subject }
     }
+
+    /// How the user of a live access token signed in (`acr`), or nil (none asked, or not live):
+    /// what an API that demands a step-up checks.
+    public func authenticationContext(ofAccessToken token: String) -> String? {
+        let now = now
+        return endpoints.state.withLock { $0.liveGrant(accessToken: token, at: now)?.acr }
+    }
 }

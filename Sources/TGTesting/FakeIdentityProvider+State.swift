@@ -35,6 +35,9 @@ struct FakeGrant: Sendable {
     var authTime: Date
     /// The `prompt` values of the authorization request.
     var prompt: [String] = []
+    /// How the user signed in (`acr`): the first of the request's `acr_values`, or the `acrs`
+    /// value an Entra-style `claims` request names; nil when neither asked.
+    var acr: String?
     var revoked = false
     /// The provider session the login belongs to (`sid` in its ID tokens): one per authorization.
     var sessionID = "sid-" + SecureRandom.token(byteCount: 12)

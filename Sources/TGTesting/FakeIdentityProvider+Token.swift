@@ -220,6 +220,7 @@ extension FakeEndpoints {
         claims["iat"] = issuedAt
         claims["exp"] = issuedAt + Int(settings.idTokenLifetime.timeInterval)
         claims["auth_time"] = Int(grant.authTime.timeIntervalSince1970)
+        if let acr = grant.acr { claims["acr"] = acr }
         if settings.includesNotBefore { claims["nbf"] = issuedAt }
         if includesNonce, let nonce = grant.nonce { claims["nonce"] = nonce }
         if settings.includesSessionID { claims["sid"] = grant.sessionID }

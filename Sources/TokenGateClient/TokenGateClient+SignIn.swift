@@ -8,9 +8,19 @@ extension TokenGateClient {
     /// (the same account signing in again replaces its credentials).
     ///
     /// `provider`: one of the gateway's providers (nil: its default). `policy`: an Azure AD B2C
-    /// user flow. `loginHint`: who is expected to sign in (a step up of the same account).
+    /// user flow. `loginHint`: who is expected to sign in. (An API's step-up: ``stepUp(_:account:)``.)
     @discardableResult
     public func signIn(provider: String? = nil, policy: String? = nil, loginHint: String? = nil) async throws -> Account {
+        var extra: [(String, String)] = []
+        if let provider { extra.append(("provider", provider)) }
+        if let policy { extra.append(("policy", policy)) }
+        if let loginHint { extra.append(("login_hint", loginHint)) }
+        return try await signIn(extra: extra, makeCurrent: true)
+    }
+
+    /// A sign-in with `extra` parameters for `/auth/login`; its account becomes the current one
+    /// with `makeCurrent`.
+    func signIn(extra: [(String, String)], makeCurrent: Bool) async throws -> Account {
         let metadata = try await metadata()
         let verifier = PKCE.makeVerifier()
         let state = PKCE.makeVerifier()
@@ -18,9 +28,7 @@ extension TokenGateClient {
             ("client_id", configuration.clientID), ("redirect_uri", configuration.redirectURI), ("response_type", "code"),
             ("state", state), ("code_challenge", PKCE.challenge(for: verifier)), ("code_challenge_method", "S256"),
         ]
-        if let provider { query.append(("provider", provider)) }
-        if let policy { query.append(("policy", policy)) }
-        if let loginHint { query.append(("login_hint", loginHint)) }
+        query += extra
         let login = URL(string: metadata.authorizationEndpoint.absoluteString + "?" + Form.encode(query))!
         let back = try await browser.authenticate(
             at: login,
@@ -43,7 +51,7 @@ extension TokenGateClient {
         let answer = try await tokenRequest(form, resendsLostAnswer: false)
         guard answer.status == 200 else { throw answer.failure() }
         let tokens = try answer.decode(TokenResponse.self)
-        _ = try keep(tokens, makeCurrent: true)
+        _ = try keep(tokens, makeCurrent: makeCurrent)
         return tokens.account
     }
 

@@ -65,7 +65,7 @@ extension TokenGateClient {
     /// gets one refresh and one retry (a nonce challenge one retry with the nonce). Only the
     /// gateway's origin gets a token: any other URL throws ``TokenGateClientError/foreignOrigin(_:)``
     /// before anything is sent. The gateway's own refusals come back typed (sign in again,
-    /// consent, unavailable); an API's answers come back as they are.
+    /// consent, a step-up, unavailable); an API's answers come back as they are.
     public func data(for request: URLRequest, account: String? = nil) async throws -> (Data, HTTPURLResponse) {
         guard let url = request.url, let origin = Origin(url), origin == gatewayOrigin else {
             throw TokenGateClientError.foreignOrigin(request.url ?? configuration.gatewayURL)
@@ -135,6 +135,7 @@ extension TokenGateClient {
         switch answer.errorCode {
         case "interaction_required", "consent_required": return answer.failure(account: account)
         case "idp_unavailable", "database_unavailable", "request_timeout": return .unavailable(retryAfter: answer.retryAfter)
+        case "step_up_required": return .stepUpRequired(StepUpChallenge(problem: answer.object ?? [:]))
         default: return nil
         }
     }

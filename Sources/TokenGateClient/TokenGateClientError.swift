@@ -9,6 +9,9 @@ public enum TokenGateClientError: Error, Sendable, Equatable {
     /// The provider refused scopes an API needs (the account stays signed in): sign in again
     /// with consent, or do without that API.
     case consentRequired(scopes: [String])
+    /// An API wants a stronger or more recent sign-in than the account's (RFC 9470): do not
+    /// retry as it is; ``TokenGateClient/stepUp(_:account:)`` with the challenge, then retry.
+    case stepUpRequired(StepUpChallenge)
     /// The gateway or the provider behind it cannot answer now; try again after `retryAfter`
     /// seconds (when the gateway said).
     case unavailable(retryAfter: Int?)

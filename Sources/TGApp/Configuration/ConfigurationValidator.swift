@@ -204,6 +204,9 @@ struct ConfigurationValidator {
             for method in upstream.methods where !TokenGateConfiguration.Upstream.defaultMethods.contains(method) {
                 problem("\(path).methods", "\(method) is not one of \(TokenGateConfiguration.Upstream.defaultMethods.joined(separator: ", "))")
             }
+            if !TokenGateConfiguration.Upstream.stepUpTokenModes.contains(upstream.stepUpTokens) {
+                problem("\(path).step_up_tokens", "must be shared or separate")
+            }
             for (position, prefix) in upstream.pathPrefixes.enumerated() where !prefix.hasPrefix("/") || prefix.contains("..") {
                 problem("\(path).path_prefixes[\(position)]", "must start with / and contain no ..")
             }

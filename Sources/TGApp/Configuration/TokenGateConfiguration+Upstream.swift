@@ -36,6 +36,13 @@ extension TokenGateConfiguration {
         /// The largest JSON body whose links are rewritten (read whole first); a larger one
         /// streams unchanged.
         public var rewriteMaxBodyBytes: Int
+        /// What a step-up sign-in for this API does with its tokens (docs/proxy.md, "Step-up"):
+        /// `shared` (the default) makes the stronger sign-in's grant the account's; `separate`
+        /// keeps its token for this API's calls until it expires and leaves the grant as it was.
+        public var stepUpTokens: String
+
+        /// The values `step_up_tokens` takes.
+        static let stepUpTokenModes = ["shared", "separate"]
 
         /// The largest `rewrite_max_body_bytes`: each call whose answer is rewritten holds its
         /// body in memory, up to this.
@@ -54,6 +61,7 @@ extension TokenGateConfiguration {
             case tokenExchange = "token_exchange"
             case rewriteLinks = "rewrite_links"
             case rewriteMaxBodyBytes = "rewrite_max_body_bytes"
+            case stepUpTokens = "step_up_tokens"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -78,6 +86,7 @@ extension TokenGateConfiguration {
                 in: 1...Self.rewriteMaxBodyBytesLimit,
                 note: "16 MiB: a rewritten answer is held in memory"
             )
+            stepUpTokens = try c.value(.stepUpTokens, default: "shared")
         }
     }
 }

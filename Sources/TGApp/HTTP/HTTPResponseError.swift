@@ -1,6 +1,6 @@
 import Foundation
 public import HTTPTypes
-import TGBase
+public import TGBase
 import TGCrypto
 public import TGHTTPServer
 
@@ -20,6 +20,8 @@ public struct Problem: HTTPResponseError, Equatable {
     public var headerFields: HTTPFields
     /// Extension members (RFC 9457 §3.2), e.g. what a new login needs.
     public var members: [String: String]
+    /// Extension members that are not strings (a number of seconds, say).
+    public var values: [String: JSONValue] = [:]
 
     public init(
         status: HTTPResponse.Status,
@@ -38,7 +40,7 @@ public struct Problem: HTTPResponseError, Equatable {
     }
 
     public func response() -> ServerResponse {
-        var object = members.mapValues(JSONValue.string)
+        var object = members.mapValues(JSONValue.string).merging(values) { $1 }
         object["type"] = .string("about:blank")
         object["title"] = .string(title)
         object["status"] = .number(Double(status.code))

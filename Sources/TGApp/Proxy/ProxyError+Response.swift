@@ -1,4 +1,5 @@
 import HTTPTypes
+import TGBase
 public import TGHTTPServer
 public import TGProxy
 
@@ -49,7 +50,39 @@ extension ProxyError: HTTPResponseError {
                     "The API answered with \(size) bytes of header fields; beside this request's own, TokenGate can send back "
                     + "\(max(0, room)). Send a shorter request (fewer or smaller fields), or ask the API's owners for fewer fields."
             )
+        case .stepUpRequired(let challenge, let upstream, let dpop):
+            problem = Self.stepUp(challenge, upstream: upstream, dpop: dpop)
         }
         return problem.response()
+    }
+
+    /// 401 `step_up_required`: what the app's next sign-in must ask for (`/auth/login` with these
+    /// parameters, the account's id and `resource`), with RFC 9470's challenge beside it for
+    /// clients that read only that.
+    static func stepUp(_ challenge: StepUpChallenge, upstream: String, dpop: Bool) -> Problem {
+        var members = ["login_endpoint": "/auth/login", "resource": upstream]
+        var values: [String: JSONValue] = [:]
+        var parameters = [#"error="insufficient_user_authentication""#]
+        parameters.append(#"error_description="A stronger or more recent sign-in is required""#)
+        if let acr = challenge.acrValues {
+            members["acr_values"] = acr
+            parameters.append(#"acr_values="\#(acr)""#)
+        }
+        if let age = challenge.maxAge {
+            values["max_age"] = .number(Double(age))
+            parameters.append("max_age=\(age)")
+        }
+        if let claims = challenge.claims { members["claims"] = claims }
+        var problem = Problem(
+            status: .unauthorized,
+            code: "step_up_required",
+            detail:
+                "This API needs a stronger or more recent sign-in than the account's. Do not refresh: sign the user in again at "
+                + "login_endpoint with acr_values, max_age or claims as given, resource, and account (the account's id), then retry.",
+            headerFields: [.wwwAuthenticate: (dpop ? "DPoP " : "Bearer ") + parameters.joined(separator: ", ")],
+            members: members
+        )
+        problem.values = values
+        return problem
     }
 }

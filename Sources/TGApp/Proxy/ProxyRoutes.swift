@@ -33,7 +33,8 @@ enum ProxyRoutes {
                     tokens: upstreamTokens,
                     dpop: dpop,
                     provider: settings.provider,
-                    scopes: UpstreamScopes(settings.scopes)
+                    scopes: UpstreamScopes(settings.scopes),
+                    stepUpApart: settings.stepUpTokens == "separate" ? settings.name : nil
                 ),
                 publicBaseURL: publicBaseURL,
                 linkMetrics: linkMetrics
@@ -107,6 +108,9 @@ struct ProxyAccountTokens: ProxyCredentials {
     let dpop: DPoPBinding
     let provider: String
     let scopes: UpstreamScopes
+    /// The API's name when it keeps step-up tokens apart: a live one of the account's serves
+    /// before the everyday token (``UpstreamTokens/cachedStepUpToken(account:resource:)``).
+    var stepUpApart: String?
 
     func cached(for request: ServerRequest) throws -> ProxyCredential? {
         // On the header's bytes in place: the token becomes a string only for a proof's check.
@@ -117,7 +121,15 @@ struct ProxyAccountTokens: ProxyCredentials {
             presented = (try Self.hash(UnsafeBufferPointer(rebasing: header[bounds]), memo: memo), isDPoP)
         }
         guard let (hash, isDPoP) = presented else { throw AuthRoutes.noToken }
-        guard let (session, token) = tokens.cachedForAPI(hash: hash, provider: provider, scopes: scopes) else { return nil }
+        guard let (session, everyday) = tokens.cachedForAPI(hash: hash, provider: provider, scopes: scopes) else { return nil }
+        var token = everyday
+        if let stepUpApart {
+            switch tokens.cachedStepUpToken(account: session.account.id, resource: stepUpApart) {
+            case .unknown: return nil
+            case .none: break
+            case .token(let stepUp): token = stepUp
+            }
+        }
         guard try DPoPGate.needsProof(session: session, isDPoP: isDPoP, dpop: dpop) else { return credential(token) }
         // A bound session's proof: its signature check and its record in the shared table, in a
         // task off the loop, before the call goes.
@@ -149,6 +161,9 @@ struct ProxyAccountTokens: ProxyCredentials {
                 .wrongProvider,
                 "This API takes accounts of provider \(provider); this token's account is of \(session.account.provider)."
             )
+        }
+        if let stepUpApart, let stepUp = try await tokens.stepUpToken(account: session.account.id, resource: stepUpApart, rejected: rejected) {
+            return credential(stepUp)
         }
         return credential(try await tokens.upstreamAccessToken(for: session, scopes: scopes.scopes, rejected: rejected))
     }
