@@ -145,6 +145,43 @@ import Testing
         }
     }
 
+    /// A login waiting to be redeemed: after `session-revoked` its code starts no session; after
+    /// `credential-change` the account goes too, although no session held it, and its grant is
+    /// revoked at the provider (the difference between the two).
+    @Test func aLoginNotYetRedeemedIsEndedAndOnlyTheGrantRevokingEventsRemoveItsAccount() async throws {
+        try await AuthFlowHarness.run(providerOptions: Self.on) { harness in
+            for (event, revokes) in [(Event.sessionRevoked, false), (Event.credentialChange, true)] {
+                let login = AuthFlowHarness.AppLogin()
+                let code = try await harness.handoffCode(login)
+                let answer = await Self.push(try harness.fake.securityEventToken([event], subject: "alice"), harness)
+                #expect(answer.status == 202, "\(event): \(answer.body)")
+                let form = [
+                    ("grant_type", "authorization_code"), ("code", code), ("code_verifier", login.verifier),
+                    ("redirect_uri", login.redirectURI), ("client_id", login.clientID),
+                ]
+                let redeemed = try await harness.post("/auth/token", form: form)
+                #expect(redeemed.status == 400 && redeemed.json["error"] as? String == "invalid_grant", "\(event): \(redeemed.body)")
+                #expect(try await harness.count("SELECT count(*) AS n FROM accounts") == (revokes ? 0 : 1), "\(event)")
+                #expect(harness.fake.revokedTokens.count == (revokes ? 1 : 0), "\(event)")
+            }
+        }
+    }
+
+    @Test func oneTokenPushedToTwoInstancesAtOnceIsActedOnOnce() async throws {
+        try await AuthFlowHarness.run(providerOptions: Self.on) { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            let second = try await harness.startInstance()
+            let set = try harness.fake.securityEventToken([Event.credentialChange], subject: "alice")
+            async let first = Self.push(set, harness)
+            async let other = Self.push(set, harness, at: second)
+            let statuses = await [first.status, other.status].sorted()
+            #expect(statuses == [202, 400])
+            #expect(try await harness.get("/auth/me", bearer: token).status == 401)
+            #expect(harness.fake.revokedTokens.count == 1)
+            await second.stop()
+        }
+    }
+
     /// Each way a security event token can be invalid, with the RFC 8935 §2.4 error it gets.
     static func invalidTokens(_ fake: FakeIdentityProvider) throws -> [(String, String, String)] {
         let now = Int(Date().timeIntervalSince1970)
