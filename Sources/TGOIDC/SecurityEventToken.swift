@@ -24,7 +24,8 @@ public struct SecurityEventToken: Sendable, Hashable {
     /// Whom `event` is about: its own `subject` member (CAEP and RISC events of the drafts
     /// before SSF 1.0 carry it there), else the token's. Nil when neither names anyone.
     public func subject(of event: String) -> SecurityEventSubject? {
-        if let member = events[event]?["subject"] { return SecurityEventSubject(member) ?? .unmapped(format: "malformed") }
+        // Validation refused a token whose event subject is not a subject identifier.
+        if let member = events[event]?["subject"], let subject = SecurityEventSubject(member) { return subject }
         return subject
     }
 }
@@ -78,7 +79,7 @@ public enum SecurityEventProblem: Sendable, Hashable, CustomStringConvertible {
     case events
     /// No usable `jti`.
     case tokenID
-    /// `sub_id` or `sub` is present but not a subject identifier.
+    /// `sub_id`, `sub` or an event's `subject` is present but not a subject identifier.
     case subject
     /// This `jti` was seen before (a replay), checked by the caller's shared record.
     case replayed
@@ -91,7 +92,7 @@ public enum SecurityEventProblem: Sendable, Hashable, CustomStringConvertible {
         case .tooOld: "issued too long ago"
         case .events: "events is not an object of event payloads"
         case .tokenID: "no usable jti"
-        case .subject: "sub_id or sub is not a subject identifier"
+        case .subject: "sub_id, sub or an event's subject is not a subject identifier"
         case .replayed: "its jti was already used"
         }
     }
@@ -154,6 +155,8 @@ enum SecurityEventValidator {
         var events: [String: [String: JSONValue]] = [:]
         for (type, payload) in members {
             guard usable(type), let payload = payload.objectValue else { throw problem(.events) }
+            // The drafts before SSF 1.0 name the subject in the event: it must be one then too.
+            if let subject = payload["subject"], SecurityEventSubject(subject) == nil { throw problem(.subject) }
             events[type] = payload
         }
         var subject: SecurityEventSubject?

@@ -213,6 +213,11 @@ import Testing
             ("an event payload that is not an object", "invalid_request", try set(["events": [event: "revoked"]])),
             ("sub_id without a format", "invalid_request", try set(["sub_id": ["sub": "alice"]])),
             ("iss_sub without sub", "invalid_request", try set(["sub_id": ["format": "iss_sub", "iss": fake.issuer]])),
+            ("an event subject that is not a subject identifier", "invalid_request", try set(["events": [event: ["subject": "alice"]]])),
+            (
+                "more than 16 events", "invalid_request",
+                try set(["events": Dictionary(uniqueKeysWithValues: (0...16).map { ("\(event)-\($0)", [String: String]()) })])
+            ),
             ("typ of a logout token", "invalid_request", try set(type: "logout+jwt")),
             ("typ JWT", "invalid_request", try set(type: "JWT")),
             ("not a JWS", "invalid_request", "not.a.jws"),
