@@ -22,10 +22,11 @@ extension OpenIDProvider {
     public func validateSecurityEventToken(_ raw: String) async throws(OIDCError) -> SecurityEventToken {
         guard let settings = configuration.securityEvents else { throw OIDCError(.misconfigured("shared signals are not enabled")) }
         let metadata = try await metadata(policy: try configuration.profile.resolvedPolicy(nil))
-        guard let jwksURI = metadata.jwksURI else { throw OIDCError(.misconfigured("provider publishes no jwks_uri")) }
+        guard let jwksURI = settings.jwksURI ?? metadata.jwksURI else { throw OIDCError(.misconfigured("provider publishes no jwks_uri")) }
         let now = clock.now()
         let expectations = SecurityEventExpectations(
-            issuer: metadata.issuer,
+            issuer: settings.issuer ?? metadata.issuer,
+            accountIssuer: settings.issuer == nil || metadata.issuer.contains("{tenantid}") ? nil : metadata.issuer,
             audience: settings.audience ?? configuration.clientID,
             allowedTenants: Set(configuration.profile.allowedTenants.map { $0.lowercased() }),
             allowedAlgorithms: configuration.allowedAlgorithms,

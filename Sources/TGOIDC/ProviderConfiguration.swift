@@ -57,11 +57,24 @@ public struct ProviderConfiguration: Sendable {
         /// The whole `Authorization` header value the transmitter must send with each push (the
         /// stream's `authorization_header`); nil: none is required. Never logged.
         public var authorization: String?
+        /// The transmitter's own `iss` (SSF 1.0 §7.1 `issuer`), when it is not the provider's
+        /// OpenID issuer; a subject it names with this issuer is the provider's account.
+        public var issuer: String?
+        /// The transmitter's own `jwks_uri`, when its keys are not the provider's.
+        public var jwksURI: String?
 
-        public init(audience: String? = nil, maxAge: Duration = .seconds(600), authorization: String? = nil) {
+        public init(
+            audience: String? = nil,
+            maxAge: Duration = .seconds(600),
+            authorization: String? = nil,
+            issuer: String? = nil,
+            jwksURI: String? = nil
+        ) {
             self.audience = audience
             self.maxAge = maxAge
             self.authorization = authorization
+            self.issuer = issuer
+            self.jwksURI = jwksURI
         }
 
         /// Whether `header` is the configured authorization (compared in constant time), or

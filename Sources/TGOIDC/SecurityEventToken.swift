@@ -15,6 +15,19 @@ public struct SecurityEventToken: Sendable, Hashable {
     public var events: [String: [String: JSONValue]]
     /// The SET's own subject: `sub_id` (SSF 1.0 §3.2), else `sub`; nil when it has neither.
     public var subject: SecurityEventSubject?
+    /// A transmitter with an issuer of its own names accounts with it: the issuer they have here.
+    var issuerAlias: (transmitter: String, account: String)?
+
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.issuer == rhs.issuer && lhs.tokenID == rhs.tokenID && lhs.issuedAt == rhs.issuedAt && lhs.events == rhs.events
+            && lhs.subject == rhs.subject && lhs.issuerAlias?.transmitter == rhs.issuerAlias?.transmitter
+            && lhs.issuerAlias?.account == rhs.issuerAlias?.account
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(tokenID)
+        hasher.combine(issuer)
+    }
 
     /// The longest `jti`, `sub` or subject `iss` accepted (compared in, and stored by, the database).
     public static let maxClaimLength = 512
@@ -25,8 +38,12 @@ public struct SecurityEventToken: Sendable, Hashable {
     /// before SSF 1.0 carry it there), else the token's. Nil when neither names anyone.
     public func subject(of event: String) -> SecurityEventSubject? {
         // Validation refused a token whose event subject is not a subject identifier.
-        if let member = events[event]?["subject"], let subject = SecurityEventSubject(member) { return subject }
-        return subject
+        var found = subject
+        if let member = events[event]?["subject"], let subject = SecurityEventSubject(member) { found = subject }
+        if case .issuerAndSubject(let issuer, let subject)? = found, let issuerAlias, issuer == issuerAlias.transmitter {
+            return .issuerAndSubject(issuer: issuerAlias.account, subject: subject)
+        }
+        return found
     }
 }
 
@@ -100,7 +117,10 @@ public enum SecurityEventProblem: Sendable, Hashable, CustomStringConvertible {
 
 /// What a security event token must match.
 struct SecurityEventExpectations {
+    /// The transmitter's issuer: the provider's, unless configured apart.
     var issuer: String
+    /// The provider's issuer when the transmitter's is another (its subjects are mapped to it).
+    var accountIssuer: String?
     /// The `aud` TokenGate expects (the configured audience; by default the client id).
     var audience: String
     var allowedTenants: Set<String>
@@ -173,7 +193,8 @@ enum SecurityEventValidator {
             issuedAt: Date(timeIntervalSince1970: TimeInterval(iat)),
             replayWindowEnd: Date(timeIntervalSince1970: windowEnd),
             events: events,
-            subject: subject
+            subject: subject,
+            issuerAlias: expected.accountIssuer.map { (issuer, $0) }
         )
     }
 

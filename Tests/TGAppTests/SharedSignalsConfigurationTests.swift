@@ -31,6 +31,8 @@ import Testing
                 Self.keycloak + ", shared_signals: true, shared_signals_max_age_seconds: 5 }",
                 Self.keycloak + ", shared_signals: true, shared_signals_authorization: { env: TG_TEST_UNSET_SSF_SECRET } }",
                 Self.keycloak + ", shared_signals: true, shared_signals_audience: \"\" }",
+                Self.keycloak + ", shared_signals: true, shared_signals_jwks_uri: \"http://keys.example/jwks\" }",
+                Self.keycloak + ", shared_signals_issuer: \"https://transmitter.example\" }",
             ],
             server: ", shared_signals_rate_limit_per_minute: -1"
         )
@@ -41,7 +43,8 @@ import Testing
         let keys = Set(error.problems.map(\.key))
         for key in [
             "providers[0].shared_signals", "providers[1].shared_signals_audience", "providers[2].shared_signals_max_age_seconds",
-            "providers[3].shared_signals_authorization", "providers[4].shared_signals_audience", "server.shared_signals_rate_limit_per_minute",
+            "providers[3].shared_signals_authorization", "providers[4].shared_signals_audience", "providers[5].shared_signals_jwks_uri",
+            "providers[6].shared_signals_issuer", "server.shared_signals_rate_limit_per_minute",
         ] {
             #expect(keys.contains(key), "\(key): \(error.problems)")
         }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import TGApp
 import TGAppTesting
 import TGAuth
 import TGBase
@@ -179,6 +180,32 @@ import Testing
             #expect(try await harness.get("/auth/me", bearer: token).status == 401)
             #expect(harness.fake.revokedTokens.count == 1)
             await second.stop()
+        }
+    }
+
+    /// A transmitter with an issuer of its own (`shared_signals_issuer`): its tokens carry that
+    /// `iss`, the provider's is refused, and the subjects it names with it are the provider's
+    /// accounts. Its keys come from `shared_signals_jwks_uri` when set.
+    @Test func aTransmitterWithAnIssuerAndKeysOfItsOwnNamesTheProvidersAccounts() async throws {
+        let transmitter = "https://transmitter.example"
+        try await AuthFlowHarness.run(providerOptions: Self.on + ", shared_signals_issuer: \"\(transmitter)\"") { harness in
+            let token = try #require(try await harness.logIn()["access_token"] as? String)
+            let providers = try harness.fake.securityEventToken([Event.sessionRevoked], subject: "alice")
+            let refused = await Self.push(providers, harness)
+            #expect(refused.status == 400 && refused.json["err"] as? String == "invalid_issuer")
+            let alice: [String: any Sendable] = ["format": "iss_sub", "iss": transmitter, "sub": "alice"]
+            let set = try harness.fake.securityEventToken([Event.sessionRevoked], claims: ["iss": transmitter, "sub_id": alice])
+            let answer = await Self.push(set, harness)
+            #expect(answer.status == 202, "\(answer.body)")
+            #expect(try await harness.get("/auth/me", bearer: token).status == 401)
+            // A key set at an address that serves none: nothing can be verified (the transmitter retries).
+            let keyless = try await harness.startInstance { $0.providers[0].sharedSignalsJWKSURI = harness.fake.issuer + "/no-keys" }
+            let unverifiable = try harness.fake.securityEventToken([Event.sessionRevoked], claims: ["iss": transmitter, "sub": "alice"])
+            #expect(await Self.push(unverifiable, harness, at: keyless).status == 503)
+            await keyless.stop()
+            let keyed = try await harness.startInstance { $0.providers[0].sharedSignalsJWKSURI = harness.fake.issuer + "/jwks" }
+            #expect(await Self.push(unverifiable, harness, at: keyed).status == 202)
+            await keyed.stop()
         }
     }
 

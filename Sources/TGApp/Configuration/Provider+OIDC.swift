@@ -58,6 +58,7 @@ extension TokenGateConfiguration.Provider {
         var urls: [(key: String, url: String)] = []
         if !issuer.isEmpty { urls.append(("issuer", issuer)) }
         if let authority { urls.append(("authority", authority)) }
+        if let sharedSignalsJWKSURI { urls.append(("shared_signals_jwks_uri", sharedSignalsJWKSURI)) }
         if let endpoints {
             urls.append(("endpoints.authorization", endpoints.authorization))
             urls.append(("endpoints.token", endpoints.token))

@@ -11,7 +11,9 @@ extension TokenGateConfiguration.Provider {
         return ProviderConfiguration.SecurityEventSettings(
             audience: sharedSignalsAudience,
             maxAge: .seconds(sharedSignalsMaxAgeSeconds),
-            authorization: sharedSignalsAuthorization?.value
+            authorization: sharedSignalsAuthorization?.value,
+            issuer: sharedSignalsIssuer,
+            jwksURI: sharedSignalsJWKSURI
         )
     }
 
@@ -24,11 +26,13 @@ extension TokenGateConfiguration.Provider {
         if !sharedSignals {
             for (key, set) in [
                 ("shared_signals_audience", sharedSignalsAudience != nil), ("shared_signals_authorization", sharedSignalsAuthorization != nil),
+                ("shared_signals_issuer", sharedSignalsIssuer != nil), ("shared_signals_jwks_uri", sharedSignalsJWKSURI != nil),
             ] where set {
                 problems.append((key, "applies only with shared_signals: true"))
             }
         }
         if let audience = sharedSignalsAudience, audience.isEmpty { problems.append(("shared_signals_audience", "must not be empty")) }
+        if let issuer = sharedSignalsIssuer, issuer.isEmpty { problems.append(("shared_signals_issuer", "must not be empty")) }
         if let authorization = sharedSignalsAuthorization, authorization.problem == nil, authorization.value.isEmpty {
             problems.append(("shared_signals_authorization", "must not be empty"))
         }

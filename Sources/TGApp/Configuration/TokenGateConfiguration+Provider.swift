@@ -84,6 +84,10 @@ extension TokenGateConfiguration {
         /// The whole `Authorization` header value each push must carry (the stream's
         /// `authorization_header`); none required when absent.
         public var sharedSignalsAuthorization: Secret?
+        /// The transmitter's `iss` when it is not the provider's issuer (its SSF metadata's `issuer`).
+        public var sharedSignalsIssuer: String?
+        /// The transmitter's `jwks_uri` when its keys are not the provider's.
+        public var sharedSignalsJWKSURI: String?
 
         public enum UserInfoUse: String, Sendable, Codable, CaseIterable {
             case auto, always, never
@@ -110,6 +114,8 @@ extension TokenGateConfiguration {
             case sharedSignalsAudience = "shared_signals_audience"
             case sharedSignalsMaxAgeSeconds = "shared_signals_max_age_seconds"
             case sharedSignalsAuthorization = "shared_signals_authorization"
+            case sharedSignalsIssuer = "shared_signals_issuer"
+            case sharedSignalsJWKSURI = "shared_signals_jwks_uri"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -147,6 +153,8 @@ extension TokenGateConfiguration {
             sharedSignalsAudience = try c.decodeIfPresent(String.self, forKey: .sharedSignalsAudience)
             sharedSignalsMaxAgeSeconds = try c.value(.sharedSignalsMaxAgeSeconds, default: 600, in: 30...86400, note: "a day")
             sharedSignalsAuthorization = try c.decodeIfPresent(Secret.self, forKey: .sharedSignalsAuthorization)
+            sharedSignalsIssuer = try c.decodeIfPresent(String.self, forKey: .sharedSignalsIssuer)
+            sharedSignalsJWKSURI = try c.decodeIfPresent(String.self, forKey: .sharedSignalsJWKSURI)
         }
 
         /// Whether logout tokens are taken: as configured, by default for every kind with ID tokens.
