@@ -182,6 +182,12 @@ public enum TokenGateApp {
                 rateLimit: limiter("backchannel_logout", server.backChannelLogoutRateLimitPerMinute),
                 requestTimeout: .seconds(configuration.server.requestTimeoutSeconds)
             )
+            SharedSignalsRoute.add(
+                to: &router,
+                logouts: auth.logouts,
+                rateLimit: limiter("shared_signals", server.sharedSignalsRateLimitPerMinute),
+                requestTimeout: .seconds(configuration.server.requestTimeoutSeconds)
+            )
             if !configuration.upstreams.isEmpty {
                 ProxyRoutes.add(
                     to: &router,

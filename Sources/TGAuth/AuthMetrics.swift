@@ -52,6 +52,23 @@ public struct AuthMetrics: Sendable {
             .increment()
     }
 
+    /// A security event token a provider pushed, by outcome: `accepted`, `invalid`, `replayed`
+    /// (its `jti` was used before), `unavailable` (the provider's keys could not be fetched).
+    func securityEventToken(provider: String, outcome: String) {
+        Counter(label: "tokengate_security_event_tokens_total", dimensions: [("provider", provider), ("outcome", outcome)], factory: factory)
+            .increment()
+    }
+
+    /// An event of an accepted security event token, by type (``SecurityEventType/label`` or
+    /// `unknown`) and outcome (``SecurityEventResult/events``).
+    func securityEvent(provider: String, event: String, outcome: String) {
+        Counter(
+            label: "tokengate_security_events_total",
+            dimensions: [("provider", provider), ("event", event), ("outcome", outcome)],
+            factory: factory
+        ).increment()
+    }
+
     /// A DPoP proof accepted on this instance's memory alone: the shared record was unreachable.
     func dpopProofCheckedInMemoryOnly() {
         Counter(label: "tokengate_dpop_proofs_unshared_total", factory: factory).increment()
@@ -64,7 +81,7 @@ public struct AuthMetrics: Sendable {
             ("revoked_refresh_tokens", report.revokedRefreshTokens), ("accounts", report.accounts), ("devices", report.devices),
             ("upstream_revocations", report.upstreamRevocations), ("transfer_codes", report.transferCodes),
             ("logout_token_ids", report.logoutTokenIDs), ("rate_limit_buckets", report.rateLimitBuckets),
-            ("dpop_proofs", report.dpopProofs),
+            ("dpop_proofs", report.dpopProofs), ("security_event_token_ids", report.securityEventTokenIDs),
         ]
         for (kind, count) in kinds {
             Counter(label: "tokengate_sweeper_removed_total", dimensions: [("kind", kind)], factory: factory).increment(by: count)

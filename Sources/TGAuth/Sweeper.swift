@@ -17,6 +17,8 @@ public struct SweepReport: Sendable, Equatable, CustomStringConvertible {
     public var transferCodes = 0
     /// Accepted logout tokens' ids past their window (the tokens are refused as too old anyway).
     public var logoutTokenIDs = 0
+    /// Accepted security event tokens' ids past their window (refused as too old anyway).
+    public var securityEventTokenIDs = 0
     /// Recorded DPoP proofs past their window (the proofs are refused as too old anyway).
     public var dpopProofs = 0
     /// Rate-limit buckets untouched for a minute (full again: a missing bucket is a full one).
@@ -28,7 +30,7 @@ public struct SweepReport: Sendable, Equatable, CustomStringConvertible {
         "pending_logins=\(pendingLogins) handoff_codes=\(handoffCodes) sessions=\(sessions) accounts=\(accounts) "
             + "devices=\(devices) revoked_refresh_tokens=\(revokedRefreshTokens) upstream_revocations=\(upstreamRevocations) "
             + "transfer_codes=\(transferCodes) logout_token_ids=\(logoutTokenIDs) rate_limit_buckets=\(rateLimitBuckets)"
-            + " dpop_proofs=\(dpopProofs)"
+            + " dpop_proofs=\(dpopProofs) security_event_token_ids=\(securityEventTokenIDs)"
     }
 }
 
@@ -82,6 +84,7 @@ public final class Sweeper: Sendable {
         }
         report.logoutTokenIDs = try await inBatches(limit) { try await store.logoutTokens.deleteExpired(now: now, limit: limit) }
         report.dpopProofs = try await inBatches(limit) { try await store.dpopProofs.deleteExpired(now: now, limit: limit) }
+        report.securityEventTokenIDs = try await inBatches(limit) { try await store.securityEvents.deleteExpired(now: now, limit: limit) }
         // Every limit's allowance is per minute: a bucket untouched for one is full again.
         report.rateLimitBuckets = try await inBatches(limit) {
             try await store.rateLimits.deleteIdle(before: now.addingTimeInterval(-60), limit: limit)

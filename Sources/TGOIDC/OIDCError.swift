@@ -32,6 +32,8 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
         case invalidIDToken(IDTokenProblem)
         /// A back-channel logout token failed validation (OpenID Connect Back-Channel Logout 1.0 §2.6).
         case invalidLogoutToken(LogoutTokenProblem)
+        /// A security event token failed validation (RFC 8417, OpenID Shared Signals Framework 1.0).
+        case invalidSecurityEvent(SecurityEventProblem)
         /// TokenGate's own settings are wrong for this provider (`invalid_client`,
         /// `unauthorized_client`, an unknown policy, a missing endpoint). Nothing is concluded
         /// about the grant; an operator must act.
@@ -74,7 +76,9 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unclearRejection: .unclear
         case .scopeRefused: .scopeRefused
         case .providerUnavailable: .transient
-        case .invalidResponse, .invalidIDToken, .invalidLogoutToken, .misconfigured, .invalidRequest, .authorizationFailed, .issuerMismatch: .failed
+        case .invalidResponse, .invalidIDToken, .invalidLogoutToken, .invalidSecurityEvent, .misconfigured, .invalidRequest, .authorizationFailed,
+            .issuerMismatch:
+            .failed
         }
     }
 
@@ -103,6 +107,7 @@ public struct OIDCError: Error, Sendable, Hashable, CustomStringConvertible {
         case .invalidResponse(let what): "identity provider sent an invalid response: \(what)"
         case .invalidIDToken(let problem): "ID token rejected: \(problem)"
         case .invalidLogoutToken(let problem): "logout token rejected: \(problem)"
+        case .invalidSecurityEvent(let problem): "security event token rejected: \(problem)"
         case .misconfigured(let what): "provider configuration problem: \(what)"
         case .invalidRequest(let what): "invalid login request: \(what)"
         case .authorizationFailed(let code): "authorization failed at the identity provider (\(code))"

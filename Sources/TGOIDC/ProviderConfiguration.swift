@@ -44,6 +44,47 @@ public struct ProviderConfiguration: Sendable {
     /// Whether only logout tokens typed `logout+jwt` are accepted (otherwise `JWT` and no `typ`
     /// too, as many providers still send).
     public var logoutTokenRequiresExplicitType = false
+    /// Whether, and how, the provider's security event tokens are taken (OpenID Shared Signals
+    /// Framework 1.0, pushed per RFC 8935); nil: not at all (the default).
+    public var securityEvents: SecurityEventSettings?
+
+    /// What a provider's security event tokens must match.
+    public struct SecurityEventSettings: Sendable, Hashable {
+        /// The `aud` they must carry; nil: the client id.
+        public var audience: String?
+        /// How old (their `iat`) they may be, besides the clock skew.
+        public var maxAge: Duration
+        /// The whole `Authorization` header value the transmitter must send with each push (the
+        /// stream's `authorization_header`); nil: none is required. Never logged.
+        public var authorization: String?
+        /// The transmitter's own `iss` (SSF 1.0 §7.1 `issuer`), when it is not the provider's
+        /// OpenID issuer; a subject it names with this issuer is the provider's account.
+        public var issuer: String?
+        /// The transmitter's own `jwks_uri`, when its keys are not the provider's.
+        public var jwksURI: String?
+
+        public init(
+            audience: String? = nil,
+            maxAge: Duration = .seconds(600),
+            authorization: String? = nil,
+            issuer: String? = nil,
+            jwksURI: String? = nil
+        ) {
+            self.audience = audience
+            self.maxAge = maxAge
+            self.authorization = authorization
+            self.issuer = issuer
+            self.jwksURI = jwksURI
+        }
+
+        /// Whether `header` is the configured authorization (compared in constant time), or
+        /// none is configured.
+        public func authorizes(_ header: String?) -> Bool {
+            guard let authorization else { return true }
+            guard let header else { return false }
+            return Digest.constantTimeEqual(Array(header.utf8), Array(authorization.utf8))
+        }
+    }
 
     /// When a login asks the provider's UserInfo endpoint for display claims.
     public enum UserInfoUse: String, Sendable, Hashable, CaseIterable {

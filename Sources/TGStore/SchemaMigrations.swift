@@ -31,6 +31,7 @@ public enum SchemaMigrations {
         migration(13, "transfer_code_replay", PackageResources._013_transfer_code_replay_sql),
         migration(14, "provider_attempts", PackageResources._014_provider_attempts_sql),
         migration(15, "step_up_logins", PackageResources._015_step_up_logins_sql),
+        migration(16, "security_event_tokens", PackageResources._016_security_event_tokens_sql),
     ]
 
     private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {

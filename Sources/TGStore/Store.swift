@@ -25,6 +25,7 @@ public final class Store: Sendable {
     public var keys: KeyStore { KeyStore(.pool(database)) }
     public var transferCodes: TransferCodeStore { TransferCodeStore(.pool(database)) }
     public var logoutTokens: LogoutTokenStore { LogoutTokenStore(.pool(database)) }
+    public var securityEvents: SecurityEventStore { SecurityEventStore(.pool(database)) }
     public var dpopProofs: DPoPProofStore { DPoPProofStore(.pool(database)) }
     public var rateLimits: RateLimitStore { RateLimitStore(.pool(database)) }
     public var providerFaults: ProviderFaultStore { ProviderFaultStore(.pool(database)) }
@@ -76,6 +77,7 @@ public struct StoreTransaction: Sendable {
     public var keys: KeyStore { KeyStore(.connection(connection)) }
     public var transferCodes: TransferCodeStore { TransferCodeStore(.connection(connection)) }
     public var logoutTokens: LogoutTokenStore { LogoutTokenStore(.connection(connection)) }
+    public var securityEvents: SecurityEventStore { SecurityEventStore(.connection(connection)) }
     public var dpopProofs: DPoPProofStore { DPoPProofStore(.connection(connection)) }
     public var providerFaults: ProviderFaultStore { ProviderFaultStore(.connection(connection)) }
 }

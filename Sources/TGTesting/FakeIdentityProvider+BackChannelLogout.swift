@@ -100,7 +100,7 @@ extension FakeIdentityProvider {
     }
 
     /// Signs `payload` as `signing` says, with header `typ` `type`.
-    private func sign(_ payload: [UInt8], type: String?, signing: LogoutTokenSigning) throws -> String {
+    func sign(_ payload: [UInt8], type: String?, signing: LogoutTokenSigning) throws -> String {
         func header(_ members: [String: String]) -> String {
             var members = members
             members["typ"] = type

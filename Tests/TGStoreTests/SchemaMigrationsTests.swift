@@ -32,7 +32,8 @@ import Testing
                 tables == [
                     "accounts", "devices", "dpop_proofs", "grant_rejections", "handoff_codes", "logout_token_ids", "pending_logins",
                     "provider_faults",
-                    "rate_limit_buckets", "revoked_refresh_tokens", "schema_migrations", "sessions", "suspended_sessions", "transfer_codes",
+                    "rate_limit_buckets", "revoked_refresh_tokens", "schema_migrations", "security_event_token_ids", "sessions", "suspended_sessions",
+                    "transfer_codes",
                     "upstream_access_tokens", "upstream_grants", "upstream_revocations",
                 ]
             )

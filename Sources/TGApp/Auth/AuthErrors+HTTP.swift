@@ -49,3 +49,12 @@ extension HTTPField.Name {
     static let pragma = HTTPField.Name("Pragma")!
     static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
 }
+
+/// A refused security event token, answered as RFC 8935 §2.3 says: 400 with
+/// `{"err": code, "description": …}`.
+extension SecurityEventRefusal: HTTPResponseError {
+    public func response() -> ServerResponse {
+        let body = JSONValue.object(["err": .string(code.rawValue), "description": .string(description)])
+        return JSON.response(.badRequest, body, headerFields: [.cacheControl: "no-store"])
+    }
+}

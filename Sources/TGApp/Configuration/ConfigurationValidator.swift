@@ -153,6 +153,7 @@ struct ConfigurationValidator {
             if let secret = provider.clientSecret { self.secret(secret, "\(path).client_secret") }
             if let key = provider.privateKey { secret(key, "\(path).private_key") }
             if let certificate = provider.privateKeyCertificate { secret(certificate, "\(path).private_key_certificate") }
+            if let authorization = provider.sharedSignalsAuthorization { secret(authorization, "\(path).shared_signals_authorization") }
             checkAuthorizeParameters(provider.authorizeParameters, "\(path).authorize_parameters")
             switch provider.authMethod {
             case .clientSecretBasic, .clientSecretPost:

@@ -49,6 +49,7 @@ extension TokenGateConfiguration.Provider {
         if kind == .oauth2, backChannelLogout == true {
             problems.append(("backchannel_logout", "needs a provider that issues ID tokens (kind oauth2 has no keys to sign logout tokens with)"))
         }
+        problems += sharedSignalsProblems()
         return problems
     }
 
@@ -57,6 +58,7 @@ extension TokenGateConfiguration.Provider {
         var urls: [(key: String, url: String)] = []
         if !issuer.isEmpty { urls.append(("issuer", issuer)) }
         if let authority { urls.append(("authority", authority)) }
+        if let sharedSignalsJWKSURI { urls.append(("shared_signals_jwks_uri", sharedSignalsJWKSURI)) }
         if let endpoints {
             urls.append(("endpoints.authorization", endpoints.authorization))
             urls.append(("endpoints.token", endpoints.token))
@@ -125,6 +127,7 @@ extension TokenGateConfiguration.Provider {
         configuration.acceptsBackChannelLogout = acceptsBackChannelLogout
         configuration.logoutTokenMaxAge = .seconds(backChannelLogoutMaxAgeSeconds)
         configuration.logoutTokenRequiresExplicitType = backChannelLogoutTypedOnly
+        configuration.securityEvents = securityEventSettings
         configuration.extraAuthorizationParameters = authorizeParameters.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         return configuration
     }

@@ -74,6 +74,20 @@ extension TokenGateConfiguration {
         /// Accept only logout tokens typed `typ: logout+jwt` (default false: `JWT` and no `typ`
         /// too, as many providers send).
         public var backChannelLogoutTypedOnly: Bool
+        /// Whether the provider may push security event tokens (OpenID Shared Signals Framework
+        /// 1.0, RFC 8935) to `<public_base_url>/auth/ssf/<name>` (default false).
+        public var sharedSignals: Bool
+        /// The `aud` those tokens must carry (default: `client_id`).
+        public var sharedSignalsAudience: String?
+        /// How old (`iat`) a security event token may be, besides `clock_skew_seconds` (default 600).
+        public var sharedSignalsMaxAgeSeconds: Int
+        /// The whole `Authorization` header value each push must carry (the stream's
+        /// `authorization_header`); none required when absent.
+        public var sharedSignalsAuthorization: Secret?
+        /// The transmitter's `iss` when it is not the provider's issuer (its SSF metadata's `issuer`).
+        public var sharedSignalsIssuer: String?
+        /// The transmitter's `jwks_uri` when its keys are not the provider's.
+        public var sharedSignalsJWKSURI: String?
 
         public enum UserInfoUse: String, Sendable, Codable, CaseIterable {
             case auto, always, never
@@ -96,6 +110,12 @@ extension TokenGateConfiguration {
             case backChannelLogout = "backchannel_logout"
             case backChannelLogoutMaxAgeSeconds = "backchannel_logout_max_age_seconds"
             case backChannelLogoutTypedOnly = "backchannel_logout_typed_only"
+            case sharedSignals = "shared_signals"
+            case sharedSignalsAudience = "shared_signals_audience"
+            case sharedSignalsMaxAgeSeconds = "shared_signals_max_age_seconds"
+            case sharedSignalsAuthorization = "shared_signals_authorization"
+            case sharedSignalsIssuer = "shared_signals_issuer"
+            case sharedSignalsJWKSURI = "shared_signals_jwks_uri"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -129,6 +149,12 @@ extension TokenGateConfiguration {
             backChannelLogout = try c.decodeIfPresent(Bool.self, forKey: .backChannelLogout)
             backChannelLogoutMaxAgeSeconds = try c.value(.backChannelLogoutMaxAgeSeconds, default: 300, in: 10...3600)
             backChannelLogoutTypedOnly = try c.value(.backChannelLogoutTypedOnly, default: false)
+            sharedSignals = try c.value(.sharedSignals, default: false)
+            sharedSignalsAudience = try c.decodeIfPresent(String.self, forKey: .sharedSignalsAudience)
+            sharedSignalsMaxAgeSeconds = try c.value(.sharedSignalsMaxAgeSeconds, default: 600, in: 30...86400, note: "a day")
+            sharedSignalsAuthorization = try c.decodeIfPresent(Secret.self, forKey: .sharedSignalsAuthorization)
+            sharedSignalsIssuer = try c.decodeIfPresent(String.self, forKey: .sharedSignalsIssuer)
+            sharedSignalsJWKSURI = try c.decodeIfPresent(String.self, forKey: .sharedSignalsJWKSURI)
         }
 
         /// Whether logout tokens are taken: as configured, by default for every kind with ID tokens.

@@ -25,6 +25,11 @@ extension TokenGateConfiguration {
             } else {
                 text += "  \(provider.name): no back-channel logout (backchannel_logout: false, or kind oauth2)\n"
             }
+            if provider.acceptsSharedSignals {
+                text +=
+                    "  \(provider.name): shared signals stream endpoint_url \(base)/auth/ssf/\(provider.name) "
+                    + "(delivery urn:ietf:rfc:8935, aud \(provider.sharedSignalsAudience ?? provider.clientID))\n"
+            }
         }
         return text
     }

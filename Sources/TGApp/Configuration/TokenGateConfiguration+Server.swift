@@ -29,6 +29,8 @@ extension TokenGateConfiguration {
         /// Requests per client address and minute to `/auth/backchannel-logout/{provider}` (0: no
         /// limit). The provider is the client: one address sends every logout of a mass sign-out.
         public var backChannelLogoutRateLimitPerMinute: Int
+        /// Requests per client address and minute to `/auth/ssf/{provider}` (0: no limit).
+        public var sharedSignalsRateLimitPerMinute: Int
         /// IPv6 clients are counted by their first this many bits, by the rate limits and by
         /// `max_connections_per_ip` (a subscriber is usually given a whole /64, so every address
         /// of its own is one client); 32 to 128. An IPv4-mapped address counts as its IPv4 address.
@@ -57,6 +59,7 @@ extension TokenGateConfiguration {
             case callbackRateLimitPerMinute = "callback_rate_limit_per_minute"
             case tokenRateLimitPerMinute = "token_rate_limit_per_minute"
             case backChannelLogoutRateLimitPerMinute = "backchannel_logout_rate_limit_per_minute"
+            case sharedSignalsRateLimitPerMinute = "shared_signals_rate_limit_per_minute"
             case rateLimitStore = "rate_limit_store"
             case ipv6PrefixLength = "ipv6_prefix_length"
         }
@@ -90,6 +93,7 @@ extension TokenGateConfiguration {
                 in: 0...,
                 zero: "no limit"
             )
+            sharedSignalsRateLimitPerMinute = try c.value(.sharedSignalsRateLimitPerMinute, default: 600, in: 0..., zero: "no limit")
             rateLimitStore = try c.value(.rateLimitStore, default: .database)
             ipv6PrefixLength = try c.value(
                 .ipv6PrefixLength,
