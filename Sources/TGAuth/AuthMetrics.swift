@@ -52,8 +52,9 @@ public struct AuthMetrics: Sendable {
             .increment()
     }
 
-    /// A security event token a provider pushed, by outcome: `accepted`, `invalid`, `replayed`
-    /// (its `jti` was used before), `unavailable` (the provider's keys could not be fetched).
+    /// A security event token a provider pushed, by outcome: `accepted`, `invalid`, `duplicate`
+    /// (its `jti` was acted on before: acknowledged, not acted on again), `unauthenticated`,
+    /// `unavailable` (the provider's keys could not be fetched).
     func securityEventToken(provider: String, outcome: String) {
         Counter(label: "tokengate_security_event_tokens_total", dimensions: [("provider", provider), ("outcome", outcome)], factory: factory)
             .increment()

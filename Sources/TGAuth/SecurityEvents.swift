@@ -55,6 +55,8 @@ public struct SecurityEventResult: Sendable, Equatable {
     public var sessionsEnded = 0
     public var accountsRemoved = 0
     public var accessTokensDropped = 0
+    /// The token's `jti` was acted on before (a transmitter's retry): nothing was done.
+    public var duplicate = false
     /// What became of each removed account's upstream refresh token.
     public var revocations: [UpstreamRevocation] = []
 

@@ -26,7 +26,8 @@ extension Logouts {
     /// `authorization` is the request's `Authorization` header: when the provider's settings
     /// name one, nothing of the token is read unless it is that (compared in constant time).
     ///
-    /// Throws ``SecurityEventRefusal`` for an unauthenticated push, an invalid or replayed token
+    /// A token whose `jti` was acted on before is acknowledged and not acted on again.
+    /// Throws ``SecurityEventRefusal`` for an unauthenticated push, an invalid token
     /// (400), ``OAuthError`` `temporarily_unavailable` when the provider's keys cannot be fetched (503).
     public func receiveSecurityEvent(provider name: String, token raw: String, authorization: String?) async throws -> SecurityEventResult {
         guard let provider = providers[name], provider.acceptsSecurityEvents, let settings = provider.configuration.securityEvents else {
@@ -93,9 +94,14 @@ extension Logouts {
             return applied
         }
         guard var applied else {
-            metrics.securityEventToken(provider: name, outcome: "replayed")
-            logger.notice("security event token replayed", metadata: ["provider": .string(name)])
-            throw SecurityEventRefusal(.invalidRequest, "The security event token is not valid: \(SecurityEventProblem.replayed).")
+            // Push delivery is at least once: a transmitter that lost the 202 sends the token
+            // again. It was acted on the first time; acting again could end sessions begun since,
+            // so it is acknowledged and nothing is done (a captured token posted again is too).
+            metrics.securityEventToken(provider: name, outcome: "duplicate")
+            logger.notice("security event token delivered again: acknowledged, not acted on again", metadata: ["provider": .string(name)])
+            var duplicate = SecurityEventResult()
+            duplicate.duplicate = true
+            return duplicate
         }
         // Nothing of theirs may be served from this instance's memory, even before the
         // database's notification comes back (the other instances drop it on that notification).

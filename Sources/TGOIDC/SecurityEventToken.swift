@@ -98,8 +98,6 @@ public enum SecurityEventProblem: Sendable, Hashable, CustomStringConvertible {
     case tokenID
     /// `sub_id`, `sub` or an event's `subject` is present but not a subject identifier.
     case subject
-    /// This `jti` was seen before (a replay), checked by the caller's shared record.
-    case replayed
 
     public var description: String {
         switch self {
@@ -110,7 +108,6 @@ public enum SecurityEventProblem: Sendable, Hashable, CustomStringConvertible {
         case .events: "events is not an object of event payloads"
         case .tokenID: "no usable jti"
         case .subject: "sub_id, sub or an event's subject is not a subject identifier"
-        case .replayed: "its jti was already used"
         }
     }
 }

@@ -13,9 +13,9 @@ import TGHTTPServer
 /// prints it).
 ///
 /// Answers (RFC 8935 §2.2–2.4): 202 with an empty body once the token is acted on (also when it
-/// matched no one, or carried only events TokenGate does not act on); 400 with
-/// `{"err": …, "description": …}` (`application/json`) for a request or token that is not
-/// valid, a replayed one included; 404 for a provider that takes no security event tokens; 503
+/// matched no one, or carried only events TokenGate does not act on, or was acted on before: a
+/// transmitter's retry); 400 with `{"err": …, "description": …}` (`application/json`) for a
+/// request or token that is not valid; 404 for a provider that takes no security event tokens; 503
 /// `temporarily_unavailable` (RFC 6749 §5.2 JSON) when the provider's keys or the database cannot
 /// be reached (the transmitter retries); 429 past the rate limit; 413 past the server's body limit.
 enum SharedSignalsRoute {
