@@ -110,7 +110,7 @@ clients:
   - client_id: demo-app
     redirect_uris: [com.example.app:/oauth2redirect]
 providers:
-  - { name: mock, kind: oidc, issuer: "$issuer", client_id: tokengate, client_secret: secret }
+  - { name: mock, kind: oidc, issuer: "$issuer", client_id: tokengate, client_secret: secret, shared_signals: true }
 EOF
 export TOKENGATE_DATABASE_URL=$database_url
 "$bin" migrate --config "$work/tokengate.yaml" >"$work/migrate.log" 2>&1 \
