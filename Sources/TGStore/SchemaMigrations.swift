@@ -30,6 +30,7 @@ public enum SchemaMigrations {
         migration(12, "dpop_proofs", PackageResources._012_dpop_proofs_sql),
         migration(13, "transfer_code_replay", PackageResources._013_transfer_code_replay_sql),
         migration(14, "provider_attempts", PackageResources._014_provider_attempts_sql),
+        migration(17, "session_streams", PackageResources._017_session_streams_sql),
     ]
 
     private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {
