@@ -7,6 +7,7 @@ import TGHTTPClient
 import TGHTTPServer
 public import TGOIDC
 public import TGPostgres
+import TGProxy
 import TGStore
 import UnixSignals
 
@@ -147,6 +148,9 @@ struct ServerService: Service {
     func run() async throws {
         // Cancelled instead (the group failed): drain all the same.
         try? await gracefulShutdown()
+        // Event streams never end by themselves: they end cleanly now (their apps reconnect
+        // elsewhere) rather than hold the drain until it cuts them.
+        assembly.streams.endEventStreams()
         await assembly.server.shutdown()
         // Drained: every request's line is in a buffer; write them all.
         assembly.application.accessLines?.stop()

@@ -80,6 +80,16 @@ public final class OpenStreams: Sendable {
         return ending.count
     }
 
+    /// The instance is shutting down: every event stream ends cleanly at its next event boundary
+    /// (its app reconnects, to another instance), instead of holding the drain until it is cut.
+    /// Other answers go on while the drain lets them.
+    public func endEventStreams() {
+        let all = state.withLock { state in state.bySession.values.flatMap { $0.values } }
+        for stream in all where stream.isEventStream {
+            _ = stream.loop.execute { stream.endAtBoundary() }
+        }
+    }
+
     func add(_ stream: SessionStreamBody, holder: StreamHolder) {
         state.withLock { state in
             state.bySession[holder.session, default: [:]][ObjectIdentifier(stream)] = stream
@@ -116,13 +126,15 @@ final class SessionStreamBody: ResponseBodySource, @unchecked Sendable {
     let exchange: LoopExchange
     let loop: EventLoop
     private let hold: StreamHold
-    private let isEventStream: Bool
+    let isEventStream: Bool
     /// The session ended: what is left to send of the last event, then how the body ends.
     private var ending: (rest: [UInt8], sent: Int, outcome: ResponseBodyRead)?
     /// The server waits to be told there is something to read.
     private var ready: (() -> Void)?
     /// The last three bytes passed on (an event stream's: whether it is between two events).
     private var tail: (UInt8, UInt8, UInt8) = (0x0A, 0x0A, 0x0A)
+    /// The instance is shutting down: the event stream ends cleanly at its next event boundary.
+    private var endsAtBoundary = false
 
     init(_ exchange: LoopExchange, hold: StreamHold, isEventStream: Bool) {
         self.exchange = exchange
@@ -136,7 +148,10 @@ final class SessionStreamBody: ResponseBodySource, @unchecked Sendable {
         if let ending { return finish(ending, into: buffer) }
         switch exchange.read(into: buffer) {
         case .bytes(let count):
-            if isEventStream { remember(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
+            if isEventStream {
+                remember(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                if endsAtBoundary, betweenEvents { stop(sending: []) }
+            }
             return .bytes(count)
         case .wait: return .wait
         case .end: return .end
@@ -163,8 +178,22 @@ final class SessionStreamBody: ResponseBodySource, @unchecked Sendable {
     /// the end.
     func end() {
         guard ending == nil else { return }
+        if isEventStream, betweenEvents { stop(sending: OpenStreams.endEvent) } else { stop(sending: nil) }
+    }
+
+    /// The instance shuts down (on the loop): an event stream ends cleanly now if it is between
+    /// two events, else at the end of the current one; any other answer goes on while the drain
+    /// lets it.
+    func endAtBoundary() {
+        guard ending == nil, isEventStream else { return }
+        if betweenEvents { stop(sending: []) } else { endsAtBoundary = true }
+    }
+
+    /// Stops the exchange; the body ends cleanly after `last`, or is cut when `last` is nil. The
+    /// server, if it waits, reads that.
+    private func stop(sending last: [UInt8]?) {
         if !exchange.isComplete { exchange.cancel() }
-        ending = isEventStream && betweenEvents ? (OpenStreams.endEvent, 0, .end) : ([], 0, .failed)
+        ending = last.map { ($0, 0, .end) } ?? ([], 0, .failed)
         wake()
     }
 

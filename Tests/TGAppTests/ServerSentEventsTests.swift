@@ -65,4 +65,26 @@ import Testing
             _ = try await beating.drain()
         }
     }
+
+    /// A graceful shutdown (SIGTERM) ends an event stream cleanly at its next event boundary, so
+    /// that its app reconnects elsewhere, instead of holding the drain (10 s here) until it is cut.
+    @Test func aGracefulShutdownEndsAnEventStreamCleanlyAtItsNextEventWithoutWaitingForTheDrain() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/events\"]", transport: .sockets) { h in
+            let graph = try #require(h.graph)
+            let token = try #require(try await h.logIn()["access_token"] as? String)
+            let second = try await h.startInstance()
+            let stream = try await StreamSessionEndTests.openEvents(second.baseURL, token: token)
+            graph.publish("data: one\n\ndata: half")
+            #expect(try await stream.nextEvent() == "data: one")
+            while !stream.unread.contains("half") { try await stream.read(atLeast: stream.received + 1) }
+            let started = ContinuousClock.now
+            let stopping = Task { await second.stop() }
+            // Mid-event when the shutdown began: the event is finished first.
+            graph.publish(" and the rest\n\n")
+            #expect(try await stream.nextEvent() == "data: half and the rest")
+            #expect(try await stream.drain() == .complete)
+            await stopping.value
+            #expect(ContinuousClock.now - started < .seconds(5))
+        }
+    }
 }
