@@ -101,7 +101,8 @@ public struct Gateway: Sendable {
                 sessions: assembly.auth.sessions,
                 clock: assembly.auth.clock,
                 databaseURL: configuration.database.url?.value ?? "",
-                logger: logger
+                logger: logger,
+                metrics: assembly.metrics
             ),
             InvalidationFollower(upstream: assembly.auth.upstream, databaseURL: configuration.database.url?.value ?? ""),
             SweeperService(sweeper: assembly.auth.sweeper, interval: .seconds(configuration.sweeper.intervalSeconds), logger: logger),

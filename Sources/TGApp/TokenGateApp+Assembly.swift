@@ -51,6 +51,7 @@ extension TokenGateApp {
             providers: providers,
             auth: auth,
             metrics: metrics,
+            streams: streams,
             logger: logger
         )
         return Assembly(

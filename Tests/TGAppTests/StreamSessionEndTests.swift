@@ -81,6 +81,9 @@ import Testing
             )
             #expect(answer.status == 200)
             try await Self.expectEndedWithTheSession(stream, since: started)
+            let samples = try await MetricsTests.parse(try await h.scrapeMetrics())
+            #expect(MetricsTests.value(samples, "tokengate_proxy_streams_ended_total", ["cause": "session_ended"]) == 1)
+            #expect(MetricsTests.value(samples, "tokengate_proxy_streams_open") == 0)
         }
     }
 
@@ -95,6 +98,8 @@ import Testing
             let bobs = try await Self.openEvents(h.baseURL, token: try #require(bob["access_token"] as? String))
             try await Self.expectFlowing(alices, graph, "one")
             #expect(try await bobs.nextEvent() == "data: one")
+            let open = try await MetricsTests.parse(try await h.scrapeMetrics())
+            #expect(MetricsTests.value(open, "tokengate_proxy_streams_open") == 2)
             // Twenty days on, Bob's app refreshes: his session's idle expiry moves to day 50.
             let idle = TimeInterval(h.configuration.sessions.refreshTokenIdleTTLSeconds)
             h.clock.advance(by: idle * 2 / 3)
@@ -107,6 +112,8 @@ import Testing
             graph.publish("data: two\n\n")
             #expect(try await bobs.nextEvent() == "data: two")
             #expect(try await h.count("SELECT count(*)::int AS n FROM sessions") == 2)
+            let samples = try await MetricsTests.parse(try await h.scrapeMetrics())
+            #expect(MetricsTests.value(samples, "tokengate_proxy_streams_ended_total", ["cause": "session_expired"]) == 1)
             let again = ContinuousClock.now
             #expect(try await h.post("/auth/logout", form: [], bearer: try #require(refreshed.json["access_token"] as? String)).status == 200)
             try await Self.expectEndedWithTheSession(bobs, since: again)

@@ -27,6 +27,7 @@ struct StreamSessionWatcher: Service {
     let clock: WallClock
     let databaseURL: String
     let logger: Logger
+    let metrics: TokenGateMetrics?
 
     func run() async throws {
         let watcher = self
@@ -53,7 +54,10 @@ struct StreamSessionWatcher: Service {
                 switch event {
                 case .ended(let session):
                     let ended = streams.end(sessions: [session])
-                    if ended > 0 { logger.info("streams ended with their session", metadata: ["streams": .stringConvertible(ended)]) }
+                    if ended > 0 {
+                        metrics?.streamsEnded(ended, cause: "session_ended")
+                        logger.info("streams ended with their session", metadata: ["streams": .stringConvertible(ended)])
+                    }
                 case .reconnected:
                     await recheck(streams.sessions)
                 }
@@ -91,6 +95,9 @@ struct StreamSessionWatcher: Service {
             if let until = live[id] { streams.extend(id, until: until) } else { gone.append(id) }
         }
         let ended = streams.end(sessions: gone)
-        if ended > 0 { logger.info("streams ended with their session", metadata: ["streams": .stringConvertible(ended)]) }
+        if ended > 0 {
+            metrics?.streamsEnded(ended, cause: "session_expired")
+            logger.info("streams ended with their session", metadata: ["streams": .stringConvertible(ended)])
+        }
     }
 }
