@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import TGAuth
 import TGBase
 import TGProxy
@@ -28,6 +29,21 @@ struct StreamSessionWatcher: Service {
     let databaseURL: String
     let logger: Logger
     let metrics: TokenGateMetrics?
+    /// Whether the last lookup failed: a failing database is logged once, not every second.
+    private let failing = Failing()
+
+    final class Failing: Sendable {
+        let now = Mutex(false)
+    }
+
+    init(streams: OpenStreams, sessions: Sessions, clock: WallClock, databaseURL: String, logger: Logger, metrics: TokenGateMetrics?) {
+        self.streams = streams
+        self.sessions = sessions
+        self.clock = clock
+        self.databaseURL = databaseURL
+        self.logger = logger
+        self.metrics = metrics
+    }
 
     func run() async throws {
         let watcher = self
@@ -87,8 +103,23 @@ struct StreamSessionWatcher: Service {
         do {
             live = try await sessions.liveUntil(ids)
         } catch {
-            logger.warning("cannot look up the sessions of open streams; trying again", metadata: ["error_type": "\(type(of: error))"])
+            let first = failing.now.withLock { failing in
+                defer { failing = true }
+                return !failing
+            }
+            let metadata: Logger.Metadata = ["error_type": "\(type(of: error))"]
+            if first {
+                logger.warning("cannot look up the sessions of open streams; their streams stay open, trying again each second", metadata: metadata)
+            } else {
+                logger.debug("cannot look up the sessions of open streams", metadata: metadata)
+            }
             return
+        }
+        if failing.now.withLock({ failing in
+            defer { failing = false }
+            return failing
+        }) {
+            logger.notice("the sessions of open streams are looked up again")
         }
         var gone: [UUID] = []
         for id in ids {
