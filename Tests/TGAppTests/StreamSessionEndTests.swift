@@ -87,6 +87,21 @@ import Testing
         }
     }
 
+    /// Removing an account (its grant revoked at the provider) ends its sessions, and so their streams.
+    @Test func removingTheAccountEndsItsStream() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/events\"]", transport: .sockets) { h in
+            let graph = try #require(h.graph)
+            let alice = try await h.logIn()
+            let token = try #require(alice["access_token"] as? String)
+            let id = try #require((alice["account"] as? [String: Any])?["id"] as? String)
+            let stream = try await Self.openEvents(h.baseURL, token: token)
+            try await Self.expectFlowing(stream, graph, "one")
+            let started = ContinuousClock.now
+            #expect(try await h.delete("/auth/accounts/\(id)", bearer: token).status == 204)
+            try await Self.expectEndedWithTheSession(stream, since: started)
+        }
+    }
+
     /// Nothing deletes an expired session until the sweeper runs: the instance finds it. A
     /// refresh that pushed the idle expiry on keeps its session's stream.
     @Test func aSessionThatExpiresEndsItsStreamAndOneRefreshedMeanwhileGoesOn() async throws {
