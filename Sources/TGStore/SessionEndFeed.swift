@@ -20,9 +20,12 @@ public final class SessionEndFeed: Sendable {
     private let listener: PostgresListener
     public let events: AsyncStream<SessionEnd>
 
-    /// Starts listening on `url` (not a pooled connection: LISTEN holds its connection).
+    /// Starts listening on `url` (not a pooled connection: LISTEN holds its connection), as
+    /// `tokengate-session-listener` in `pg_stat_activity`.
     public init(url: String) throws {
-        let listener = try StoreError.mappingNow { try PostgresListener(url: url, channels: [Self.channel]) }
+        let listener = try StoreError.mappingNow {
+            try PostgresListener(url: url, channels: [Self.channel], applicationName: "tokengate-session-listener")
+        }
         self.listener = listener
         events = AsyncStream { continuation in
             let task = Task {

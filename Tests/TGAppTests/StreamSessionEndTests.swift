@@ -102,6 +102,33 @@ import Testing
         }
     }
 
+    /// A session ended while the instance's listener was away (its announcement missed) is found
+    /// when the listener is back: every open stream's session is looked up again.
+    @Test func aSessionEndMissedWhileTheListenerWasAwayIsFoundWhenItReconnects() async throws {
+        try await AuthFlowHarness.run(withGraphAPI: true, upstreamOptions: ", path_prefixes: [\"/events\"]", transport: .sockets) { h in
+            let graph = try #require(h.graph)
+            let token = try #require(try await h.logIn()["access_token"] as? String)
+            let stream = try await Self.openEvents(h.baseURL, token: token)
+            try await Self.expectFlowing(stream, graph, "one")
+            // Ended unannounced, as if while nobody listened.
+            try await h.database.query("ALTER TABLE sessions DISABLE TRIGGER sessions_ended")
+            try await h.database.query("DELETE FROM sessions")
+            try await h.database.query("ALTER TABLE sessions ENABLE TRIGGER sessions_ended")
+            try await Self.expectFlowing(stream, graph, "two")
+            let started = ContinuousClock.now
+            let ended = try await h.count(
+                """
+                SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+                WHERE application_name = 'tokengate-session-listener' AND datname = current_database()
+                """
+            )
+            #expect(ended == 1)
+            try await Self.expectEndedWithTheSession(stream, since: started)
+            let samples = try await MetricsTests.parse(try await h.scrapeMetrics())
+            #expect(MetricsTests.value(samples, "tokengate_proxy_streams_ended_total", ["cause": "session_expired"]) == 1)
+        }
+    }
+
     /// Nothing deletes an expired session until the sweeper runs: the instance finds it. A
     /// refresh that pushed the idle expiry on keeps its session's stream.
     @Test func aSessionThatExpiresEndsItsStreamAndOneRefreshedMeanwhileGoesOn() async throws {
