@@ -159,7 +159,7 @@ final class ProxyCall: @unchecked Sendable {
         // The counter alone: binding `metrics` copied both (two counts and two releases a call).
         if fromMemory { proxy.metrics?.fromMemory.increment() } else { proxy.metrics?.loaded.increment() }
         // Only a body still arriving can be held (a complete one goes in one piece).
-        let hold = exchange.isComplete ? nil : hold
+        let hold = exchange.isComplete ? nil : self.hold
         if let rewrite = upstream.linkRewrite {
             ProxyRelay.relayRewriting(head, exchange, method: method, rewrite: rewrite, responder: responder, hold: hold)
             return
