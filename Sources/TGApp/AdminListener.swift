@@ -3,6 +3,7 @@ public import TGAuth
 import TGHTTPServer
 public import TGOIDC
 public import TGPostgres
+public import TGProxy
 
 /// The admin listener (docs/operations.md, "The admin listener"): a second, small HTTP server on
 /// `admin.host`:`admin.port` for the monitoring system — `GET /metrics`, `GET /readyz` naming each
@@ -31,10 +32,11 @@ extension TokenGateApp {
         database: PostgresClient,
         providers: [OpenIDProvider] = [],
         auth: AuthServices? = nil,
-        metrics: TokenGateMetrics? = nil
+        metrics: TokenGateMetrics? = nil,
+        streams: OpenStreams? = nil
     ) -> Router {
         var router = Router()
-        metrics?.addRoute(to: &router, database: database, cache: auth?.cache)
+        metrics?.addRoute(to: &router, database: database, cache: auth?.cache, streams: streams)
         let readiness = readiness(database: database, providers: providers, metrics: metrics)
         HealthRoutes.add(to: &router, version: tokenGateVersion, readiness: readiness, detail: true)
         return router
@@ -50,9 +52,10 @@ extension TokenGateApp {
         providers: [OpenIDProvider],
         auth: AuthServices?,
         metrics: TokenGateMetrics?,
+        streams: OpenStreams? = nil,
         logger: Logger
     ) -> (server: HTTPServer, application: Application) {
-        let router = makeAdminRouter(database: database, providers: providers, auth: auth, metrics: metrics)
+        let router = makeAdminRouter(database: database, providers: providers, auth: auth, metrics: metrics, streams: streams)
         let application = Application(router: router, logger: logger, accessLog: false)
         let server = HTTPServer(configuration: adminSettings(configuration, logger: logger), handler: application.makeHandler())
         return (server, application)

@@ -7,6 +7,7 @@ import TGHTTPClient
 import TGHTTPServer
 public import TGOIDC
 public import TGPostgres
+import TGProxy
 import TGStore
 import UnixSignals
 
@@ -18,7 +19,8 @@ import Glibc
 /// alike: the schema check, the assembly (key ring, providers, routes, event loops, the public
 /// server and the admin listener), then its parts as one swift-service-lifecycle group — the
 /// public HTTP server, the admin listener, the dependency monitor, the sweeper (which also drains
-/// the revocation queue), the cache-invalidation follower and, for `serve`, the signal handler. A
+/// the revocation queue), the cache-invalidation follower, the watcher that ends proxied streams
+/// with their sessions (``StreamSessionWatcher``) and, for `serve`, the signal handler. A
 /// graceful shutdown (SIGTERM, SIGINT, or ``shutdown()``) stops them in reverse order: the public
 /// server drains first, then the admin listener stops (metrics and the readiness detail stay
 /// readable during the drain), then the workers.
@@ -94,6 +96,14 @@ public struct Gateway: Sendable {
         )
         // Stopped in reverse: the public server drains, then the admin listener stops.
         var services: [any Service] = [
+            StreamSessionWatcher(
+                streams: assembly.streams,
+                sessions: assembly.auth.sessions,
+                clock: assembly.auth.clock,
+                databaseURL: configuration.database.url?.value ?? "",
+                logger: logger,
+                metrics: assembly.metrics
+            ),
             InvalidationFollower(upstream: assembly.auth.upstream, databaseURL: configuration.database.url?.value ?? ""),
             SweeperService(sweeper: assembly.auth.sweeper, interval: .seconds(configuration.sweeper.intervalSeconds), logger: logger),
             DependencyMonitor(readiness: assembly.readiness),
@@ -139,6 +149,9 @@ struct ServerService: Service {
     func run() async throws {
         // Cancelled instead (the group failed): drain all the same.
         try? await gracefulShutdown()
+        // Event streams never end by themselves: they end cleanly now (their apps reconnect
+        // elsewhere) rather than hold the drain until it cuts them.
+        assembly.streams.endEventStreams()
         await assembly.server.shutdown()
         // Drained: every request's line is in a buffer; write them all.
         assembly.application.accessLines?.stop()

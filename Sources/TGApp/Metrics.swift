@@ -5,6 +5,7 @@ import Synchronization
 public import TGAuth
 import TGHTTPServer
 import TGPostgres
+import TGProxy
 
 /// `GET /metrics` on the admin listener (docs/operations.md, "Metrics"): the Prometheus text
 /// format of one registry per instance.
@@ -60,6 +61,15 @@ public final class TokenGateMetrics: Sendable {
         CoreMetrics.Gauge(label: "tokengate_dependency_up", dimensions: [("dependency", dependency)], factory: factory).record(up ? 1 : 0)
     }
 
+    /// `tokengate_proxy_streams_ended_total{cause}`: proxied streams ended with their session,
+    /// `session_ended` when its end was announced, `session_expired` when this instance found it
+    /// no longer live (expired, or gone unannounced while the listener was away).
+    func streamsEnded(_ count: Int, cause: String) {
+        guard count > 0 else { return }
+        CoreMetrics.Counter(label: "tokengate_proxy_streams_ended_total", dimensions: [("cause", cause)], factory: factory)
+            .increment(by: count)
+    }
+
     /// The whole scrape: the registry's metrics, then the request counts.
     func emit() -> [UInt8] {
         var buffer = registry.emitToBuffer()
@@ -68,8 +78,8 @@ public final class TokenGateMetrics: Sendable {
     }
 
     /// Adds `GET /metrics` (to the admin listener's router, ``TokenGateApp/makeAdminRouter``);
-    /// `database` and `cache` give the gauges read at each scrape.
-    func addRoute(to router: inout Router, database: PostgresClient, cache: CredentialCache?) {
+    /// `database`, `cache` and `streams` give the gauges read at each scrape.
+    func addRoute(to router: inout Router, database: PostgresClient, cache: CredentialCache?, streams: OpenStreams? = nil) {
         router.add(
             .get,
             "/metrics",
@@ -86,6 +96,9 @@ public final class TokenGateMetrics: Sendable {
                     CoreMetrics.Gauge(label: "tokengate_cache_entries", dimensions: [("kind", "sessions")], factory: factory).record(counts.sessions)
                     CoreMetrics.Gauge(label: "tokengate_cache_entries", dimensions: [("kind", "upstream_tokens")], factory: factory)
                         .record(counts.tokens)
+                }
+                if let streams {
+                    CoreMetrics.Gauge(label: "tokengate_proxy_streams_open", factory: factory).record(streams.count)
                 }
                 return ServerResponse(
                     status: .ok,

@@ -4,6 +4,7 @@ public import TGBase
 public import TGHTTPServer
 public import TGOIDC
 public import TGPostgres
+public import TGProxy
 
 extension TokenGateApp {
     /// What one `serve` instance runs, wired together: the auth flow, one HTTP client per API,
@@ -20,6 +21,9 @@ extension TokenGateApp {
         /// The readiness checks (``DependencyMonitor`` runs them between probes).
         public let readiness: HealthRoutes.Readiness
         public let metrics: TokenGateMetrics
+        /// The proxy's streamed answers open now, by session (``StreamSessionWatcher`` ends them
+        /// with their session).
+        public let streams: OpenStreams
     }
 
     public static func assemble(
@@ -31,12 +35,14 @@ extension TokenGateApp {
     ) throws -> Assembly {
         let metrics = TokenGateMetrics()
         let auth = try makeAuthServices(configuration, database: database, providers: providers, logger: logger, clock: clock, metrics: metrics.auth)
+        let streams = OpenStreams()
         let (server, application) = makeServer(
             configuration,
             database: database,
             providers: providers,
             auth: auth,
             metrics: metrics,
+            streams: streams,
             logger: logger
         )
         let (admin, adminApplication) = makeAdminServer(
@@ -45,6 +51,7 @@ extension TokenGateApp {
             providers: providers,
             auth: auth,
             metrics: metrics,
+            streams: streams,
             logger: logger
         )
         return Assembly(
@@ -54,7 +61,8 @@ extension TokenGateApp {
             admin: admin,
             adminApplication: adminApplication,
             readiness: readiness(database: database, providers: providers, metrics: metrics),
-            metrics: metrics
+            metrics: metrics,
+            streams: streams
         )
     }
 }

@@ -8,6 +8,7 @@ public import TGHTTPClient
 import TGHTTPServer
 public import TGOIDC
 public import TGPostgres
+public import TGProxy
 import TGStore
 
 /// Builds TokenGate from its configuration: what `tokengate serve` runs and what tests start.
@@ -138,7 +139,8 @@ public enum TokenGateApp {
         providers: [OpenIDProvider] = [],
         auth: AuthServices? = nil,
         metrics: TokenGateMetrics? = nil,
-        loops: EventLoopGroup? = nil
+        loops: EventLoopGroup? = nil,
+        streams: OpenStreams = OpenStreams()
     ) -> Router {
         var router = Router()
         // `/metrics` and the readiness detail are the admin listener's (makeAdminRouter).
@@ -196,7 +198,8 @@ public enum TokenGateApp {
                     upstreamTokens: auth.upstream,
                     dpop: auth.dpop,
                     publicBaseURL: publicBaseURL(configuration),
-                    metrics: metrics
+                    metrics: metrics,
+                    streams: streams
                 )
             }
         }
@@ -212,6 +215,7 @@ public enum TokenGateApp {
         providers: [OpenIDProvider] = [],
         auth: AuthServices? = nil,
         metrics: TokenGateMetrics? = nil,
+        streams: OpenStreams = OpenStreams(),
         logger: Logger
     ) -> (server: HTTPServer, application: Application) {
         var settings = serverSettings(configuration, logger: logger)
@@ -222,7 +226,8 @@ public enum TokenGateApp {
             providers: providers,
             auth: auth,
             metrics: metrics,
-            loops: loops
+            loops: loops,
+            streams: streams
         )
         // The body limits and deadlines routes declared (an API's), read as each request's head arrives.
         let limits = router.limitsTable

@@ -91,6 +91,13 @@ public struct Sessions: Sendable {
         )
     }
 
+    /// Of `ids`, the sessions that live now (unexpired, their account active), each with when
+    /// it ends unless refreshed first: what keeps a stream a session opened going
+    /// (docs/proxy.md, "Streams end with the session").
+    public func liveUntil(_ ids: [UUID]) async throws -> [UUID: Date] {
+        try await store.sessions.liveUntil(ids, now: clock.now())
+    }
+
     /// The accounts signed in on the caller's device, the current one marked.
     public func deviceAccounts(_ context: SessionContext) async throws -> [DeviceAccount] {
         try await store.sessions.accounts(onDevice: context.deviceID, now: clock.now()).map { stored in

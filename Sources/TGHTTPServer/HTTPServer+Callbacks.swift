@@ -271,6 +271,10 @@ extension HTTPServer {
         let unavailable = response.status == .serviceUnavailable
         let lock = lock(for: context)
         lock.lock()
+        // An answer after the first (the deadline's 503 came before it) is dropped: a body source
+        // it carries is told so (``ResponseBodySource/close()``, on its loop), so that what feeds it
+        // (an upstream exchange) stops instead of waiting for a reader that never comes.
+        let late = context.bridge.isFinished ? Self.source(of: response) : nil
         let action = context.bridge.complete(response)
         let task = context.task
         let registered = context.deadline != 0
@@ -289,6 +293,15 @@ extension HTTPServer {
             context.daemon.answered(context)
             if unavailable { task?.cancel() }
         }
+        if let late {
+            let loop = context.daemon.loop
+            if loop.inEventLoop { late.close() } else { _ = loop.execute { late.close() } }
+        }
+    }
+
+    private static func source(of response: borrowing ServerResponse) -> (any ResponseBodySource)? {
+        guard case .source(let source) = response.body else { return nil }
+        return source
     }
 
     private func collectHeaders(_ connection: OpaquePointer, into context: RequestContext) {

@@ -34,7 +34,8 @@ public struct LoopResponder: Sendable {
     }
 
     /// Sends `response` (the first answer wins; a later one, or one after the request's deadline
-    /// answered 503, is dropped). From any thread; on ``loop`` there is no hop.
+    /// answered 503, is dropped, and the body source it carries closed on its loop). From any
+    /// thread; on ``loop`` there is no hop.
     public func respond(_ response: consuming ServerResponse) {
         switch backing {
         case .connection(let server, let context): server.complete(context, with: response)

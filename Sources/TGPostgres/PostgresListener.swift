@@ -16,6 +16,7 @@ public final class PostgresListener: @unchecked Sendable {
     // Invariants: `connection` is used only on the listener thread; `channels`, `running` and
     // `continuation` are only accessed with `lock` held.
     private let url: String
+    private let applicationName: String
     // NSLock, not Mutex: taken on libpq's worker threads too, where ThreadSanitizer reports
     // Mutex hand-offs with Swift tasks falsely (docs/c-libraries.md).
     private let lock = NSLock()
@@ -26,12 +27,14 @@ public final class PostgresListener: @unchecked Sendable {
     /// Every notification and reconnection, in order. One consumer.
     public let events: AsyncStream<PostgresListenerEvent>
 
-    /// Starts listening to `channels` (identifiers: letters, digits and `_`, at most 63 bytes).
-    public init(url: String, channels: [String]) throws {
+    /// Starts listening to `channels` (identifiers: letters, digits and `_`, at most 63 bytes), as
+    /// `applicationName` in `pg_stat_activity`.
+    public init(url: String, channels: [String], applicationName: String = "tokengate-listener") throws {
         for channel in channels where !Self.isValidChannel(channel) {
             throw PostgresError(.invalidArgument, detail: "invalid channel name")
         }
         self.url = url
+        self.applicationName = applicationName
         self.channels = Set(channels)
         (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         let thread = Thread { [self] in self.loop() }
@@ -72,7 +75,7 @@ public final class PostgresListener: @unchecked Sendable {
     private func openAndListen() -> OpaquePointer? {
         let keywords = PostgresConnection.keepaliveKeywords + ["connect_timeout", "dbname", "application_name"]
         let connection = withCStrings(keywords) { keys in
-            withCStrings(PostgresConnection.keepaliveValues + ["5", url, "tokengate-listener"]) { values in
+            withCStrings(PostgresConnection.keepaliveValues + ["5", url, applicationName]) { values in
                 PQconnectdbParams(keys, values, 1)
             }
         }

@@ -30,6 +30,8 @@ public final class Proxy: Sendable {
     /// `X-Forwarded-Proto` and `-Host`: scheme and host of TokenGate's public base URL.
     let forwardedLines: HeaderLines
     let metrics: Metrics?
+    /// The streamed answers open now, by session: they end when their session does.
+    public let streams: OpenStreams
 
     /// `tokengate_proxy_calls_total` by where the call's token came from: `loop` (memory, on the
     /// loop) or `task` (loaded or refreshed in a task first).
@@ -43,7 +45,7 @@ public final class Proxy: Sendable {
         }
     }
 
-    public init(upstreams: [ProxyUpstream], publicBaseURL: String, metrics: Metrics?) {
+    public init(upstreams: [ProxyUpstream], publicBaseURL: String, metrics: Metrics?, streams: OpenStreams = OpenStreams()) {
         // The first of a name wins.
         self.upstreams = Dictionary(upstreams.map { ($0.settings.name, $0) }, uniquingKeysWith: { first, _ in first })
         upstreamList = upstreams
@@ -51,6 +53,7 @@ public final class Proxy: Sendable {
         let host = base.map { components in components.port.map { "\(components.host ?? ""):\($0)" } ?? components.host ?? "" } ?? ""
         forwardedLines = ProxyHeaders.forwardedLines(proto: base?.scheme ?? "http", host: host)
         self.metrics = metrics
+        self.streams = streams
     }
 
     /// Forwards one call, on the request's loop; answers through `responder`. `rest`: the path

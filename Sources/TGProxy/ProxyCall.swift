@@ -23,6 +23,8 @@ final class ProxyCall: @unchecked Sendable {
     /// The exchange whose head is awaited (the call and it hold each other until then).
     private var exchange: LoopExchange?
     private var sentToken = ""
+    /// The session the sent token stands for (its streamed answer ends with it).
+    private var holder: StreamHolder?
     private var fromMemory = true
     private var retried = false
 
@@ -67,7 +69,7 @@ final class ProxyCall: @unchecked Sendable {
             Task {
                 do {
                     try await check()
-                    let checked = ProxyCredential(token: credential.token, bearer: credential.bearer)
+                    let checked = ProxyCredential(token: credential.token, bearer: credential.bearer, holder: credential.holder)
                     onLoop { $0.send(checked, fromMemory: true) }
                 } catch {
                     responder.fail(error)
@@ -110,6 +112,7 @@ final class ProxyCall: @unchecked Sendable {
         }
         self.exchange = exchange
         sentToken = credential.token
+        holder = credential.holder
         self.fromMemory = fromMemory
         // One capture, the call itself: no context to allocate.
         exchange.onHead = { self.headArrived($0) }
@@ -161,11 +164,13 @@ final class ProxyCall: @unchecked Sendable {
         }
         // The counter alone: binding `metrics` copied both (two counts and two releases a call).
         if fromMemory { proxy.metrics?.fromMemory.increment() } else { proxy.metrics?.loaded.increment() }
+        // Only a body still arriving can be held (a complete one goes in one piece).
+        let hold = exchange.isComplete ? nil : self.hold
         if let rewrite = upstream.linkRewrite {
-            ProxyRelay.relayRewriting(head, exchange, method: method, rewrite: rewrite, responder: responder)
+            ProxyRelay.relayRewriting(head, exchange, method: method, rewrite: rewrite, responder: responder, hold: hold)
             return
         }
-        responder.respond(ProxyRelay.relay(head, exchange, method: method, location: upstream.location))
+        responder.respond(ProxyRelay.relay(head, exchange, method: method, location: upstream.location, hold: hold))
     }
 
     /// The size of the head the app would get, when it is larger than the server can send with
@@ -182,6 +187,9 @@ final class ProxyCall: @unchecked Sendable {
         let size = relayed.headSize
         return size > room ? size : nil
     }
+
+    /// What the streamed answer is held by (``OpenStreams``), when the token stands for a session.
+    private var hold: StreamHold? { holder.map { StreamHold(streams: proxy.streams, holder: $0, loop: loop) } }
 
     /// Runs `body` on the call's loop; a loop that stopped answers 503 instead.
     private func onLoop(_ body: @escaping @Sendable (ProxyCall) -> Void) {

@@ -26,11 +26,20 @@ public struct ProxyCredential: Sendable {
     /// A check the call must pass off the loop before it goes (a DPoP proof: a signature check
     /// and a statement); nil for none.
     public var check: (@Sendable () async throws -> Void)?
+    /// The session the call's own token opened, whose end ends the call's streamed answer
+    /// (``OpenStreams``); nil: nothing ends it but its own end.
+    public var holder: StreamHolder?
 
-    public init(token: String, bearer: SharedHeaderLines, check: (@Sendable () async throws -> Void)? = nil) {
+    public init(
+        token: String,
+        bearer: SharedHeaderLines,
+        check: (@Sendable () async throws -> Void)? = nil,
+        holder: StreamHolder? = nil
+    ) {
         self.token = token
         self.bearer = bearer
         self.check = check
+        self.holder = holder
     }
 }
 

@@ -18,7 +18,8 @@ enum ProxyRelay {
         _ exchange: LoopExchange,
         method: HTTPRequest.Method,
         location: ProxyLocation?,
-        links: ProxyLinkRewrite? = nil
+        links: ProxyLinkRewrite? = nil,
+        hold: StreamHold? = nil
     ) -> ServerResponse {
         // The body chosen first and the answer made with it: an answer made empty, given its
         // body afterwards and returned was copied (every field's reference counted twice) and
@@ -26,12 +27,19 @@ enum ProxyRelay {
         let whole = exchange.isComplete && method != .head
         var response = ServerResponse(
             status: HTTPResponse.Status(code: head.status),
-            body: whole ? .bytes(exchange.takeAll()) : .source(ExchangeBody(exchange))
+            body: whole ? .bytes(exchange.takeAll()) : .source(streamedBody(head, exchange, method: method, hold: hold))
         )
         ProxyHeaders.relay(head, location: location, links: links, into: &response)
         // A body read as it arrives is as long as announced (HEAD: the length of a GET's).
         if !whole, let length = head.contentLength { response.headerFields[.contentLength] = String(length) }
         return response
+    }
+
+    /// A body read as it arrives: held by its session (``OpenStreams``) when it has one and the
+    /// answer has a body.
+    static func streamedBody(_ head: RawHead, _ exchange: LoopExchange, method: HTTPRequest.Method, hold: StreamHold?) -> any ResponseBodySource {
+        guard let hold, method != .head else { return ExchangeBody(exchange) }
+        return SessionStreamBody(exchange, hold: hold, isEventStream: ProxyHeaders.isEventStream(head))
     }
 
     /// The answer of an API with `rewrite_links`, from the exchange whose head arrived, on the
@@ -42,16 +50,17 @@ enum ProxyRelay {
         _ exchange: LoopExchange,
         method: HTTPRequest.Method,
         rewrite: ProxyLinkRewrite,
-        responder: any ProxyResponder
+        responder: any ProxyResponder,
+        hold: StreamHold? = nil
     ) {
         let plan: ProxyLinkRewrite.Plan =
             method == .head ? .pass(nil) : rewrite.plan(status: head.status, contentLength: head.contentLength) { head.forEachField($0) }
         guard plan == .read else {
             if case .pass(let outcome?) = plan { rewrite.count(outcome) }
-            responder.respond(relay(head, exchange, method: method, location: rewrite.location, links: rewrite))
+            responder.respond(relay(head, exchange, method: method, location: rewrite.location, links: rewrite, hold: hold))
             return
         }
-        LoopLinkRelay(head: head, exchange: exchange, rewrite: rewrite, responder: responder).start()
+        LoopLinkRelay(head: head, exchange: exchange, rewrite: rewrite, responder: responder, hold: hold).start()
     }
 }
 
@@ -66,13 +75,15 @@ final class LoopLinkRelay: @unchecked Sendable {
     let exchange: LoopExchange
     let rewrite: ProxyLinkRewrite
     let responder: any ProxyResponder
+    let hold: StreamHold?
     private var body: [UInt8] = []
 
-    init(head: RawHead, exchange: LoopExchange, rewrite: ProxyLinkRewrite, responder: any ProxyResponder) {
+    init(head: RawHead, exchange: LoopExchange, rewrite: ProxyLinkRewrite, responder: any ProxyResponder, hold: StreamHold?) {
         self.head = head
         self.exchange = exchange
         self.rewrite = rewrite
         self.responder = responder
+        self.hold = hold
     }
 
     func start() {
@@ -117,7 +128,7 @@ final class LoopLinkRelay: @unchecked Sendable {
         var response = ServerResponse(status: HTTPResponse.Status(code: head.status))
         ProxyHeaders.relay(head, location: rewrite.location, links: rewrite, into: &response)
         if let length = head.contentLength { response.headerFields[.contentLength] = String(length) }
-        response.body = .source(PrefixedExchangeBody(prefix: body, exchange))
+        response.body = .source(PrefixedExchangeBody(prefix: body, ProxyRelay.streamedBody(head, exchange, method: .get, hold: hold)))
         body = []
         responder.respond(response)
     }
@@ -132,17 +143,17 @@ final class LoopLinkRelay: @unchecked Sendable {
     }
 }
 
-/// Bytes already read from an exchange, then the rest of it, both on the loop.
+/// Bytes already read from an exchange, then the rest of it (its body), both on the loop.
 final class PrefixedExchangeBody: ResponseBodySource, @unchecked Sendable {
     // Invariant: used only on the loop of the exchange and the connection (the server calls a
     // source only there).
     private var prefix: [UInt8]
     private var sent = 0
-    private let rest: ExchangeBody
+    private let rest: any ResponseBodySource
 
-    init(prefix: [UInt8], _ exchange: LoopExchange) {
+    init(prefix: [UInt8], _ rest: any ResponseBodySource) {
         self.prefix = prefix
-        rest = ExchangeBody(exchange)
+        self.rest = rest
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> ResponseBodyRead {

@@ -32,6 +32,7 @@ public enum SchemaMigrations {
         migration(14, "provider_attempts", PackageResources._014_provider_attempts_sql),
         migration(15, "step_up_logins", PackageResources._015_step_up_logins_sql),
         migration(16, "security_event_tokens", PackageResources._016_security_event_tokens_sql),
+        migration(17, "session_streams", PackageResources._017_session_streams_sql),
     ]
 
     private static func migration(_ version: Int, _ name: String, _ bytes: [UInt8]) -> Migration {

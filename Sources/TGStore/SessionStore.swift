@@ -264,6 +264,22 @@ public struct SessionStore: Sendable {
         return try row.value(UUID.self, "id")
     }
 
+    /// Of `ids`, the sessions that live at `now` (unexpired, their account active), each with
+    /// when it ends unless refreshed first (its idle expiry, or its absolute one when sooner).
+    public func liveUntil(_ ids: [UUID], now: Date) async throws -> [UUID: Date] {
+        guard !ids.isEmpty else { return [:] }
+        let rows = try await executor.query(
+            """
+            SELECT s.id, LEAST(s.expires_at, s.absolute_expires_at) AS until
+            FROM sessions s JOIN accounts a ON a.id = s.account_id
+            WHERE s.id = ANY(\(ids)) AND s.expires_at > \(now) AND s.absolute_expires_at > \(now) AND a.state = 'active'
+            """
+        )
+        var live: [UUID: Date] = [:]
+        for row in rows.rows { live[try row.value(UUID.self, "id")] = try row.value(Date.self, "until") }
+        return live
+    }
+
     // MARK: - Refresh rotation
 
     /// The session whose current refresh token hashes to `hash`, its row locked.

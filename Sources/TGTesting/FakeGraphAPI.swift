@@ -12,7 +12,9 @@ import TGHTTPServer
 ///
 /// Paths, below ``basePath`` (Graph's `/v1.0`, say; none by default): `/me`, `/me/photo/$value`,
 /// `/echo` (what arrived, as JSON), `/upload` (the body is streamed in and answered as
-/// `{"bytes":N,"sha256":"…"}`), `/bytes?count=N` (N bytes, streamed), `/slow?ms=N`,
+/// `{"bytes":N,"sha256":"…"}`), `/bytes?count=N` (N bytes, streamed), `/events` (server-sent
+/// events: what the test ``publish(_:)``es, as it does; `?heartbeat_ms=N`: a `: heartbeat`
+/// comment every N ms besides), `/slow?ms=N`,
 /// `/status/{code}`, `/users` (a page with an absolute `@odata.nextLink` to the second,
 /// `/users?$skiptoken=2`, which has an `@odata.deltaLink`), and whatever a test set with
 /// ``serve(_:status:fields:body:chunked:)``.
@@ -32,6 +34,7 @@ public final class FakeGraphAPI: Sendable {
     private let canned = Mutex<[String: Canned]>([:])
     private let demands = Mutex<[String: Demand]>([:])
     private let slowCalls = Mutex<(inFlight: Int, peak: Int)>((0, 0))
+    private let eventStreams = Mutex<[UUID: AsyncStream<[UInt8]>.Continuation]>([:])
     /// The server's origin, `http://127.0.0.1:PORT`.
     public let baseURL: String
     /// The path the API lives under (no trailing `/`); the base URL to configure is ``apiURL``.
@@ -87,7 +90,18 @@ public final class FakeGraphAPI: Sendable {
         box.withLock { $0 = self }
     }
 
-    public func stop() async { await server.shutdown() }
+    public func stop() async {
+        for stream in eventStreams.withLock({ Array($0.values) }) { stream.finish() }
+        await server.shutdown()
+    }
+
+    /// Sends `text` as it is (`data: …\n\n`, or a part of an event) on every open `/events` stream.
+    public func publish(_ text: String) {
+        for stream in eventStreams.withLock({ Array($0.values) }) { stream.yield(Array(text.utf8)) }
+    }
+
+    /// `/events` streams open now (one ends when its client is gone and the next write fails).
+    public var openEventStreams: Int { eventStreams.withLock { $0.count } }
 
     /// Everything received so far.
     public var received: [Received] { log.withLock { $0 } }
@@ -200,6 +214,8 @@ public final class FakeGraphAPI: Sendable {
                     }
                 )
             )
+        case "/events":
+            return .response(eventStream(heartbeat: Int(request.queryValue("heartbeat_ms") ?? "") ?? 0))
         case "/slow":
             let millis = Int(request.queryValue("ms") ?? "") ?? 1000
             slowCalls.withLock {
@@ -237,6 +253,35 @@ public final class FakeGraphAPI: Sendable {
             }
             return .response(ServerResponse(status: .notFound, contentType: "application/json", body: #"{"error":{"code":"NotFound"}}"#))
         }
+    }
+
+    /// A `/events` answer: `: open`, then what ``publish(_:)`` sends (and a heartbeat every
+    /// `heartbeat` ms when positive), each written as it comes, until the client is gone.
+    private func eventStream(heartbeat: Int) -> ServerResponse {
+        let id = UUID()
+        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
+        eventStreams.withLock { $0[id] = continuation }
+        if heartbeat > 0 {
+            let beating = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(heartbeat))
+                    continuation.yield(Array(": heartbeat\n\n".utf8))
+                }
+            }
+            continuation.onTermination = { _ in beating.cancel() }
+        }
+        return ServerResponse(
+            status: .ok,
+            headerFields: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
+            body: .stream { [self] writer in
+                defer {
+                    eventStreams.withLock { $0[id] = nil }
+                    continuation.finish()
+                }
+                try await writer.write(Array(": open\n\n".utf8))
+                for await bytes in stream { try await writer.write(bytes) }
+            }
+        )
     }
 
     private static func response(_ answer: Canned) -> ServerResponse {

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import Synchronization
 import TGHTTPServer
 import TGTesting
 import Testing
@@ -101,6 +102,38 @@ import Testing
         #expect(ContinuousClock.now - started < .seconds(10))
         #expect(await server.requestsUnderDeadline() == 0)
         #expect(try await curl([server.baseURL + "/"]).stdout == "ok")
+        await server.shutdown()
+    }
+
+    /// An answer that comes after the deadline's 503 is dropped; a body source it carries is
+    /// closed, on its loop, so that what feeds it (the proxy's upstream exchange) stops.
+    @Test func aLateAnswersBodySourceIsClosedOnItsLoop() async throws {
+        final class Source: ResponseBodySource, Sendable {
+            let closedOnLoop = Mutex<Bool?>(nil)
+            func read(into buffer: UnsafeMutableRawBufferPointer) -> ResponseBodyRead { .end }
+            func notify(when ready: @escaping () -> Void) { ready() }
+            func close() {
+                // The event loop threads are named `tg-loop-N`.
+                let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+                closedOnLoop.withLock { $0 = name.hasPrefix("tg-loop") }
+            }
+        }
+        let source = Source()
+        let server = try startServer(
+            { $0.requestTimeout = .milliseconds(200) },
+            handler: { _ in
+                .deferred { responder in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) {
+                        responder.respond(ServerResponse(status: .ok, body: .source(source)))
+                    }
+                }
+            }
+        )
+        let result = try await curl(["-i", server.baseURL + "/late"])
+        #expect(result.stdout.hasPrefix("HTTP/1.1 503"))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline, source.closedOnLoop.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(source.closedOnLoop.withLock { $0 } == true)
         await server.shutdown()
     }
 

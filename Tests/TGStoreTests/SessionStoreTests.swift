@@ -1,4 +1,6 @@
 import Foundation
+import Synchronization
+import TGPostgres
 import TGStore
 import Testing
 
@@ -145,6 +147,60 @@ import Testing
                 }
             }
             #expect(try await f.count("sessions") == 0)
+        }
+    }
+
+    @Test func liveUntilNamesTheUnexpiredSessionsOfActiveAccountsWithTheirNearerExpiry() async throws {
+        try await StoreFixture.run { f in
+            let device = try await f.device()
+            let alice = try await f.account("alice")
+            let bob = try await f.account("bob")
+            let carol = try await f.account("carol")
+            let live = try await f.session(device: device, account: alice, idleFor: 3600)
+            let expired = try await f.session(device: device, account: bob, idleFor: -1)
+            let stale = try await f.session(device: device, account: carol)
+            _ = try await f.store.accounts.markStale(carol, reason: "test", now: f.now)
+            let found = try await f.store.sessions.liveUntil([live.id, expired.id, stale.id, UUID()], now: f.now)
+            #expect(found == [live.id: f.now.addingTimeInterval(3600)])
+            // Past its absolute expiry (a day) though its idle one is later.
+            let long = try await f.session(device: try await f.device(), account: alice, idleFor: 2 * 86400)
+            #expect(try await f.store.sessions.liveUntil([long.id], now: f.now) == [long.id: f.now.addingTimeInterval(86400)])
+            #expect(try await f.store.sessions.liveUntil([long.id], now: f.now.addingTimeInterval(86400)).isEmpty)
+        }
+    }
+
+    @Test func aDeletedSessionIsAnnouncedOnTheSessionEndFeedWhateverDeletesIt() async throws {
+        try await StoreFixture.run { f in
+            let feed = try SessionEndFeed(url: f.url)
+            defer { feed.stop() }
+            let heard = Mutex<[UUID]>([])
+            let listening = Task {
+                for await event in feed.events { if case .ended(let id) = event { heard.withLock { $0.append(id) } } }
+            }
+            defer { listening.cancel() }
+            let account = try await f.account("alice")
+            // The listener connects in the background: sessions end until it hears one (bounded).
+            var first: UUID?
+            for _ in 0..<500 where first == nil {
+                let session = try await f.session(device: try await f.device(), account: account)
+                try await f.store.sessions.end(.session(session.id))
+                try await Task.sleep(for: .milliseconds(10))
+                first = heard.withLock { $0.last == session.id ? session.id : nil }
+            }
+            #expect(first != nil)
+            // A cascade (the account removed) and a suspension (its grant rejected) are announced too.
+            let device = try await f.device()
+            let bob = try await f.account("bob")
+            let bobs = try await f.session(device: device, account: bob)
+            try await f.database.query("DELETE FROM accounts WHERE id = \(bob)")
+            let carol = try await f.account("carol")
+            let carols = try await f.session(device: device, account: carol)
+            _ = try await f.store.accounts.markStale(carol, reason: "test", now: f.now)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline, !heard.withLock({ Set($0).isSuperset(of: [bobs.id, carols.id]) }) {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(heard.withLock { Set($0).isSuperset(of: [bobs.id, carols.id]) })
         }
     }
 }

@@ -21,7 +21,8 @@ enum ProxyRoutes {
         upstreamTokens: UpstreamTokens,
         dpop: DPoPBinding,
         publicBaseURL: String,
-        metrics: TokenGateMetrics? = nil
+        metrics: TokenGateMetrics? = nil,
+        streams: OpenStreams = OpenStreams()
     ) {
         // Registered (and scraped) only when an API rewrites.
         let linkMetrics = configured.contains { $0.rewriteLinks } ? metrics.map { ProxyLinkRewrite.Metrics(factory: $0.factory) } : nil
@@ -40,7 +41,12 @@ enum ProxyRoutes {
                 linkMetrics: linkMetrics
             )
         }
-        let proxy = Proxy(upstreams: upstreams, publicBaseURL: publicBaseURL, metrics: metrics.map { Proxy.Metrics(factory: $0.factory) })
+        let proxy = Proxy(
+            upstreams: upstreams,
+            publicBaseURL: publicBaseURL,
+            metrics: metrics.map { Proxy.Metrics(factory: $0.factory) },
+            streams: streams
+        )
         // Calls to an API take its body limit, and its timeout plus a margin so that the proxy's
         // own 504 answers first; their bodies stream to the API as they arrive (a small one of
         // known length is read whole). By name's bytes, the first of a name winning (as the
@@ -130,12 +136,12 @@ struct ProxyAccountTokens: ProxyCredentials {
             case .token(let stepUp): token = stepUp
             }
         }
-        guard try DPoPGate.needsProof(session: session, isDPoP: isDPoP, dpop: dpop) else { return credential(token) }
+        guard try DPoPGate.needsProof(session: session, isDPoP: isDPoP, dpop: dpop) else { return credential(token, session: session) }
         // A bound session's proof: its signature check and its record in the shared table, in a
         // task off the loop, before the call goes.
         let presentedToken = try AuthRoutes.presentedToken(request)
         let dpop = dpop
-        return credential(token) {
+        return credential(token, session: session) {
             try await DPoPGate.check(request, session: session, token: presentedToken, dpop: dpop)
         }
     }
@@ -163,14 +169,23 @@ struct ProxyAccountTokens: ProxyCredentials {
             )
         }
         if let stepUpApart, let stepUp = try await tokens.stepUpToken(account: session.account.id, resource: stepUpApart, rejected: rejected) {
-            return credential(stepUp)
+            return credential(stepUp, session: session)
         }
-        return credential(try await tokens.upstreamAccessToken(for: session, scopes: scopes.scopes, rejected: rejected))
+        return credential(try await tokens.upstreamAccessToken(for: session, scopes: scopes.scopes, rejected: rejected), session: session)
     }
 
-    /// `token` with its header line.
-    private func credential(_ token: UpstreamAccessToken, check: (@Sendable () async throws -> Void)? = nil) -> ProxyCredential {
-        ProxyCredential(token: token.value, bearer: Self.bearer(token), check: check)
+    /// `token` with its header line, for a call of `session` (whose end ends the call's stream).
+    private func credential(
+        _ token: UpstreamAccessToken,
+        session: SessionContext,
+        check: (@Sendable () async throws -> Void)? = nil
+    ) -> ProxyCredential {
+        ProxyCredential(
+            token: token.value,
+            bearer: Self.bearer(token),
+            check: check,
+            holder: StreamHolder(session: session.sessionID, validUntil: session.expiresAt)
+        )
     }
 
     /// `token`'s `Authorization` line, made once per token (``UpstreamAccessToken/memo``) and
