@@ -67,7 +67,10 @@ extension Logouts {
                     outcome("unmapped_subject")
                     continue
                 }
-                let target = ProviderLogoutTarget(provider: name, issuer: issuer, subject: subject, sessionID: nil)
+                // A session-revoked event naming the provider session ends only that login's
+                // sessions; the account-wide events end all of the subject's.
+                let session = type.action == .endSessions ? token.sessionID(of: uri) : nil
+                let target = ProviderLogoutTarget(provider: name, issuer: issuer, subject: subject, sessionID: session)
                 switch type.action {
                 case .endSessions, .endSessionsAndRevokeGrant:
                     let sessions = try await transaction.sessions.end(.provider(target))

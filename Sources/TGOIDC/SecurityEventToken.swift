@@ -15,6 +15,8 @@ public struct SecurityEventToken: Sendable, Hashable {
     public var events: [String: [String: JSONValue]]
     /// The SET's own subject: `sub_id` (SSF 1.0 §3.2), else `sub`; nil when it has neither.
     public var subject: SecurityEventSubject?
+    /// The session `sub_id` names, when it is a `complex` subject with one.
+    var subjectSessionID: String?
     /// A transmitter with an issuer of its own names accounts with it: the issuer they have here.
     var issuerAlias: (transmitter: String, account: String)?
 
@@ -45,6 +47,13 @@ public struct SecurityEventToken: Sendable, Hashable {
         }
         return found
     }
+    /// The provider session `event` names (a `complex` subject's `session`, SSF 1.0 §3.3, in the
+    /// event's own `subject` or in `sub_id`): CAEP `session-revoked` then ends only the sessions
+    /// that login started (its ID token's `sid`). Nil when it names none.
+    public func sessionID(of event: String) -> String? {
+        if let member = events[event]?["subject"] { return SecurityEventSubject.sessionID(in: member) }
+        return subjectSessionID
+    }
 }
 
 /// A subject identifier (RFC 9493, as SSF 1.0 §3 profiles it).
@@ -54,6 +63,14 @@ public enum SecurityEventSubject: Sendable, Hashable {
     /// Any other format (`email`, `opaque`, `phone_number`, a device, a tenant, …): it names no
     /// account TokenGate can find.
     case unmapped(format: String)
+
+    /// The `id` of a `complex` subject's `session` member (`opaque`, or any format with an `id`).
+    static func sessionID(in value: JSONValue) -> String? {
+        guard let members = value.objectValue, members["format"]?.stringValue == "complex",
+            let session = members["session"]?.objectValue, let id = session["id"]?.stringValue, SecurityEventValidator.usable(id)
+        else { return nil }
+        return id
+    }
 
     /// Reads a subject identifier object: `iss_sub`, or a `complex` subject (SSF 1.0 §3.3) by its
     /// `user` member; anything else is ``unmapped(format:)``. Nil when it is not an object with a
@@ -184,7 +201,7 @@ enum SecurityEventValidator {
             guard let text = sub.stringValue, usable(text) else { throw problem(.subject) }
             subject = .issuerAndSubject(issuer: issuer, subject: text)
         }
-        return SecurityEventToken(
+        var token = SecurityEventToken(
             issuer: issuer,
             tokenID: jti,
             issuedAt: Date(timeIntervalSince1970: TimeInterval(iat)),
@@ -193,6 +210,8 @@ enum SecurityEventValidator {
             subject: subject,
             issuerAlias: expected.accountIssuer.map { (issuer, $0) }
         )
+        token.subjectSessionID = claims["sub_id"].flatMap(SecurityEventSubject.sessionID(in:))
+        return token
     }
 
     /// `typ` (RFC 8417 §2.3, SSF 1.0: `secevent+jwt`; RFC 7515 §4.1.9: compared

@@ -146,6 +146,36 @@ import Testing
         }
     }
 
+    /// CAEP `session-revoked` naming the provider session (a `complex` subject's `session`, in
+    /// `sub_id` or in the event's `subject`) ends only the sessions that login started; the
+    /// account-wide events end them all.
+    @Test func aSessionRevokedEventNamingTheProviderSessionEndsOnlyThatLoginsSessions() async throws {
+        try await AuthFlowHarness.run(providerOptions: Self.on) { harness in
+            let issuer = harness.fake.issuer
+            let alice: [String: any Sendable] = ["format": "iss_sub", "iss": issuer, "sub": "alice"]
+            let phone = try #require(try await harness.logIn()["access_token"] as? String)
+            let tablet = try #require(try await harness.logIn()["access_token"] as? String)
+            let laptop = try #require(try await harness.logIn()["access_token"] as? String)
+            let sids = harness.fake.sessionIDs(of: "alice")
+            try #require(sids.count == 3)
+            func session(_ sid: String) -> [String: any Sendable] {
+                ["format": "complex", "user": alice, "session": ["format": "opaque", "id": sid] as [String: any Sendable]]
+            }
+            let bySubID = try harness.fake.securityEventToken([Event.sessionRevoked], claims: ["sub_id": session(sids[0])])
+            #expect(await Self.push(bySubID, harness).status == 202)
+            #expect(try await harness.get("/auth/me", bearer: phone).status == 401)
+            #expect(try await harness.get("/auth/me", bearer: tablet).status == 200)
+            let byEvent = try harness.fake.securityEventToken([Event.sessionRevoked], payload: ["subject": session(sids[1])])
+            #expect(await Self.push(byEvent, harness).status == 202)
+            #expect(try await harness.get("/auth/me", bearer: tablet).status == 401)
+            #expect(try await harness.get("/auth/me", bearer: laptop).status == 200)
+            // credential-change is about the account: every session goes, whatever session it names.
+            let change = try harness.fake.securityEventToken([Event.credentialChange], claims: ["sub_id": session(sids[0])])
+            #expect(await Self.push(change, harness).status == 202)
+            #expect(try await harness.get("/auth/me", bearer: laptop).status == 401)
+        }
+    }
+
     /// A login waiting to be redeemed: after `session-revoked` its code starts no session; after
     /// `credential-change` the account goes too, although no session held it, and its grant is
     /// revoked at the provider (the difference between the two).
