@@ -71,9 +71,13 @@ extension LoginFlow {
         }
         let apart: UpstreamResource?
         do {
+            // The account this sign-in is, if it exists already: read once for both checks.
+            var existing: UUID?
+            if Self.isStepUp(login) {
+                existing = try await store.accounts.find(provider: provider.name, issuer: idToken.issuer, subject: idToken.subject)
+            }
             if let expected = login.stepUpAccount {
-                let found = try await store.accounts.find(provider: provider.name, issuer: idToken.issuer, subject: idToken.subject)
-                guard found == expected else {
+                guard existing == expected else {
                     return fail(
                         "access_denied",
                         "step-up signed in another user",
@@ -81,7 +85,7 @@ extension LoginFlow {
                     )
                 }
             }
-            apart = try await apartResource(login, provider: provider.name, issuer: idToken.issuer, subject: idToken.subject)
+            apart = try await apartResource(login, account: existing)
         } catch {
             return fail("temporarily_unavailable", "checking the step-up failed: \(type(of: error))")
         }

@@ -58,11 +58,10 @@ extension LoginFlow {
 
     /// The API whose step-up token a login keeps apart, when it names one that does and the
     /// account is already signed in (a first sign-in is an ordinary one whatever it asked).
-    func apartResource(_ login: PendingLoginRecord, provider: String, issuer: String, subject: String) async throws -> UpstreamResource? {
+    /// `account`: the sign-in's account if it exists already.
+    func apartResource(_ login: PendingLoginRecord, account: UUID?) async throws -> UpstreamResource? {
         guard let name = login.stepUpResource, let resource = upstream.resources[name], resource.keepsStepUpApart else { return nil }
-        guard let account = try await store.accounts.find(provider: provider, issuer: issuer, subject: subject),
-            try await store.accounts.grant(account) != nil
-        else { return nil }
+        guard let account, try await store.accounts.grant(account) != nil else { return nil }
         return resource
     }
 
