@@ -47,3 +47,7 @@ void CShims_MHD_log_adapter(void *target, const char *format, va_list arguments)
 }
 
 intptr_t CShims_MHD_log_adapter_address(void) { return (intptr_t)&CShims_MHD_log_adapter; }
+
+enum MHD_Result CShims_MHD_upgrade_close(struct MHD_UpgradeResponseHandle *handle) {
+    return MHD_upgrade_action(handle, MHD_UPGRADE_ACTION_CLOSE);
+}

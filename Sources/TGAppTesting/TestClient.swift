@@ -85,6 +85,10 @@ public struct TestClient: Sendable {
             return collected.withLock { $0 }
         case .source(let source):
             return await drain(source)
+        case .upgrade(let handler):
+            // In-process requests have no connection to hand over.
+            handler.abandoned()
+            return []
         }
     }
 

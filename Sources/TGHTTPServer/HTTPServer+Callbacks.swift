@@ -79,6 +79,7 @@ let requestCompletedCallback:
         contextSlot.pointee = nil
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
         Unmanaged<LoopDaemon>.fromOpaque(serverPointer!)._withUnsafeGuaranteedRef { daemon in
+            daemon.abandonUpgrade(of: raw)
             let server = daemon.server
             if let entry = context.connectionEntry { server.heads.headStarted(entry) }
             // Answered requests left their loop's deadlines already; this covers any other end.
@@ -299,9 +300,13 @@ extension HTTPServer {
         }
     }
 
-    private static func source(of response: borrowing ServerResponse) -> (any ResponseBodySource)? {
-        guard case .source(let source) = response.body else { return nil }
-        return source
+    /// What a dropped answer holds that must let go: a body source, or an upgrade's handler.
+    private static func source(of response: borrowing ServerResponse) -> (any LateAnswer)? {
+        switch response.body {
+        case .source(let source): DroppedSource(source: source)
+        case .upgrade(let handler): AbandonedUpgrade(handler: handler)
+        case .bytes, .stream: nil
+        }
     }
 
     private func collectHeaders(_ connection: OpaquePointer, into context: RequestContext) {
@@ -339,4 +344,21 @@ extension String {
         while text.last?.isNewline == true { text.removeLast() }
         return text
     }
+}
+
+/// What a dropped answer (``HTTPServer/complete(_:with:bodyError:)``) is told, on its loop.
+protocol LateAnswer: Sendable {
+    func close()
+}
+
+/// A body source whose answer was dropped: it stops producing.
+private struct DroppedSource: LateAnswer {
+    let source: any ResponseBodySource
+    func close() { source.close() }
+}
+
+/// An upgrade answer that was dropped: its handler never gets the connection.
+private struct AbandonedUpgrade: LateAnswer {
+    let handler: any ConnectionUpgradeHandler
+    func close() { handler.abandoned() }
 }

@@ -49,6 +49,10 @@ extension HTTPServer {
         public var requestTimeout: Duration = .seconds(30)
         /// How long `shutdown()` waits for in-flight requests before answering them 503.
         public var drainTimeout: Duration = .seconds(10)
+        /// Whether a handler may answer `101 Switching Protocols` and take the connection over
+        /// (``ServerResponse/Body/upgrade(_:)``, a WebSocket). Off by default: a server that
+        /// upgrades nothing starts its daemons without it.
+        public var allowsUpgrade = false
         /// Where libmicrohttpd's own diagnostics go (they carry no request data). Default: dropped.
         public var diagnosticsSink: (@Sendable (String) -> Void)?
         /// Limits for some requests other than `maxBodySize` and `requestTimeout` (a proxy route's

@@ -1,5 +1,7 @@
 import CMicroHTTPD
+import CMicroHTTPDShims
 import HTTPTypes
+import TGBase
 
 // Turning a `ServerResponse` into a libmicrohttpd response, on the connection's thread.
 
@@ -79,6 +81,18 @@ extension HTTPServer {
                 sourceFreeCallback
             )
             if mhdResponse == nil { source.close() }
+        case .upgrade(let handler):
+            guard configuration.allowsUpgrade, response.status == .switchingProtocols else {
+                handler.abandoned()
+                configuration.diagnosticsSink?("an upgrade answer was refused: the server does not allow upgrades, or its status is not 101")
+                return queue(Self.problem(.internalServerError, "internal_error", "The server could not switch protocols."), on: connection, context: context)
+            }
+            mhdResponse = MHD_create_response_for_upgrade(upgradeCallback, Unmanaged.passUnretained(daemon).toOpaque())
+            if mhdResponse != nil {
+                daemon.pendingUpgrades[WordKey(Unmanaged.passUnretained(context).toOpaque())] = handler
+            } else {
+                handler.abandoned()
+            }
         }
         guard let mhdResponse else { return MHD_Result.NO }
         defer { MHD_destroy_response(mhdResponse) }

@@ -153,6 +153,7 @@ public final class HTTPServer: @unchecked Sendable {
             var flags = UInt32(MHD_USE_EPOLL.rawValue) | UInt32(MHD_ALLOW_SUSPEND_RESUME.rawValue)
             flags |= UInt32(MHD_USE_TURBO.rawValue) | UInt32(MHD_USE_ERROR_LOG.rawValue)
             if sockets.family == AF_INET6 { flags |= UInt32(MHD_USE_IPv6.rawValue) }
+            if configuration.allowsUpgrade { flags |= UInt32(MHD_ALLOW_UPGRADE.rawValue) }
             var made: [LoopDaemon] = []
             for (loop, socket) in zip(group.loops, sockets.descriptors) {
                 let loopDaemon = LoopDaemon(server: self, loop: loop)

@@ -35,6 +35,10 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
     private var epollFD: Int32 = -1
     private var needsRun = false
     private var suspended = Set<WordKey>()
+    /// Answers queued as upgrades whose 101 has not gone out yet, by their request's context.
+    var pendingUpgrades: [WordKey: any ConnectionUpgradeHandler] = [:]
+    /// Upgraded connections not closed yet (closed by ``stop()`` if still open).
+    private var upgraded: [ObjectIdentifier: UpgradedConnection] = [:]
     /// Shutting down: every callback refuses work, so resumed connections close.
     private(set) var closing = false
     let logTarget = UnsafeMutablePointer<CShims_MHD_LogTarget>.allocate(capacity: 1)
@@ -129,6 +133,28 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
         }
     }
 
+    /// On the loop: the daemon has work (an upgraded connection was closed): it runs before the
+    /// loop sleeps.
+    func runSoon() {
+        needsRun = true
+        loop.wakeSoon()
+    }
+
+    func upgradedOpened(_ connection: UpgradedConnection) {
+        upgraded[ObjectIdentifier(connection)] = connection
+    }
+
+    func upgradedClosed(_ connection: UpgradedConnection) {
+        upgraded[ObjectIdentifier(connection)] = nil
+    }
+
+    /// On the loop: the request whose context is `raw` completed; an upgrade queued for it whose
+    /// 101 never went out is abandoned.
+    func abandonUpgrade(of raw: UnsafeMutableRawPointer) {
+        guard !pendingUpgrades.isEmpty, let handler = pendingUpgrades.removeValue(forKey: WordKey(raw)) else { return }
+        handler.abandoned()
+    }
+
     /// On the loop: stop accepting; returns the listening socket for the caller to close.
     func quiesce() -> Int32 {
         guard let daemon else { return -1 }
@@ -142,6 +168,8 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
         guard let daemon else { return 0 }
         closing = true
         deadlines.stop()
+        // Upgraded connections first: their handlers hear it, then each is closed.
+        for connection in Array(upgraded.values) { connection.serverStops() }
         let forced = suspended.count
         var rounds = 0
         while !suspended.isEmpty, rounds < 64 {
@@ -157,6 +185,8 @@ final class LoopDaemon: EventLoopWatcher, @unchecked Sendable {
             watchToken = -1
         }
         self.daemon = nil
+        for handler in pendingUpgrades.values { handler.abandoned() }
+        pendingUpgrades.removeAll()
         if suspended.isEmpty {
             MHD_stop_daemon(daemon)
         }

@@ -15,6 +15,10 @@ public struct ServerResponse: Sendable {
         /// transfer on the same loop): no task, no lock, no thread hop. Chunked unless a
         /// `Content-Length` header field announces its length.
         case source(any ResponseBodySource)
+        /// No body: the answer is a `101 Switching Protocols` whose connection then belongs to
+        /// `handler` (a WebSocket relay). Only with ``HTTPServer/Configuration/allowsUpgrade``;
+        /// the fields must name the protocol (`Upgrade`); the server adds `Connection: Upgrade`.
+        case upgrade(any ConnectionUpgradeHandler)
     }
 
     public var status: HTTPResponse.Status

@@ -35,6 +35,9 @@ void *CShims_MHD_socket_context(struct MHD_Connection *connection);
 // mode), for the caller's own epoll set; -1 if none.
 int CShims_MHD_epoll_fd(struct MHD_Daemon *daemon);
 
+// MHD_upgrade_action is variadic: closes an upgraded connection (MHD_UPGRADE_ACTION_CLOSE).
+enum MHD_Result CShims_MHD_upgrade_close(struct MHD_UpgradeResponseHandle *handle);
+
 // MHD_LogCallback takes a va_list, which Swift cannot receive in a @convention(c) closure. This
 // adapter formats the message and hands it to `sink` (an MHD_OPTION_EXTERNAL_LOGGER callback
 // whose closure argument must point to a CShims_MHD_LogTarget that outlives the daemon).
