@@ -84,8 +84,9 @@ extension HTTPServer {
         case .upgrade(let handler):
             guard configuration.allowsUpgrade, response.status == .switchingProtocols else {
                 handler.abandoned()
-                configuration.diagnosticsSink?("an upgrade answer was refused: the server does not allow upgrades, or its status is not 101")
-                return queue(Self.problem(.internalServerError, "internal_error", "The server could not switch protocols."), on: connection, context: context)
+                configuration.diagnosticsSink?("an upgrade answer was refused: upgrades are not allowed, or its status is not 101")
+                let refusal = Self.problem(.internalServerError, "internal_error", "The server could not switch protocols.")
+                return queue(refusal, on: connection, context: context)
             }
             mhdResponse = MHD_create_response_for_upgrade(upgradeCallback, Unmanaged.passUnretained(daemon).toOpaque())
             if mhdResponse != nil {

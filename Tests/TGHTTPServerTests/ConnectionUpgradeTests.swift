@@ -36,7 +36,7 @@ final class GreetingUpgrade: ConnectionUpgradeHandler {
 
     @Test func anUpgradeAnswerHandsTheConnectionAndItsEarlyBytesToItsHandlerAndTheRequestCompletesWhenClosed() async throws {
         let handler = GreetingUpgrade()
-        let server = try startServer({ $0.allowsUpgrade = true }) { _ in .response(Self.upgradeAnswer(handler)) }
+        let server = try startServer({ $0.allowsUpgrade = true }, handler: { _ in .response(Self.upgradeAnswer(handler)) })
         let connection = try RawConnection(port: server.port)
         // Bytes after the request head, sent before any answer: the handler gets them.
         try await connection.send("GET /switch HTTP/1.1\r\nHost: x\r\nUpgrade: greeting\r\nConnection: Upgrade\r\n\r\nearly bytes")
@@ -66,12 +66,13 @@ final class GreetingUpgrade: ConnectionUpgradeHandler {
     @Test func anUpgradeThatComesAfterTheDeadlinesAnswerIsAbandoned() async throws {
         let handler = GreetingUpgrade()
         let answer = Mutex<LoopResponder?>(nil)
-        let server = try startServer({
-            $0.allowsUpgrade = true
-            $0.requestTimeout = .milliseconds(200)
-        }) { _ in
-            .deferred { responder in answer.withLock { $0 = responder } }
-        }
+        let server = try startServer(
+            {
+                $0.allowsUpgrade = true
+                $0.requestTimeout = .milliseconds(200)
+            },
+            handler: { _ in .deferred { responder in answer.withLock { $0 = responder } } }
+        )
         let connection = try RawConnection(port: server.port)
         try await connection.send("GET /switch HTTP/1.1\r\nHost: x\r\nUpgrade: greeting\r\nConnection: Upgrade\r\n\r\n")
         #expect(try await connection.readResponse().hasPrefix("HTTP/1.1 503"))
