@@ -41,3 +41,7 @@ CURLMcode CShims_curl_multi_setopt_socket_function(CURLM *handle, curl_socket_ca
 CURLMcode CShims_curl_multi_setopt_timer_function(CURLM *handle, curl_multi_timer_callback value) {
     return curl_multi_setopt(handle, CURLMOPT_TIMERFUNCTION, value);
 }
+
+CURLcode CShims_curl_easy_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value) {
+    return curl_easy_getinfo(handle, info, value);
+}

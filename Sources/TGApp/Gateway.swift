@@ -149,9 +149,9 @@ struct ServerService: Service {
     func run() async throws {
         // Cancelled instead (the group failed): drain all the same.
         try? await gracefulShutdown()
-        // Event streams never end by themselves: they end cleanly now (their apps reconnect
-        // elsewhere) rather than hold the drain until it cuts them.
-        assembly.streams.endEventStreams()
+        // Event streams and WebSockets never end by themselves: they end cleanly now (their apps
+        // reconnect elsewhere) rather than hold the drain until it cuts them.
+        assembly.streams.endForShutdown()
         await assembly.server.shutdown()
         // Drained: every request's line is in a buffer; write them all.
         assembly.application.accessLines?.stop()

@@ -261,6 +261,8 @@ public enum TokenGateApp {
         settings.maxBodySize = server.maxBodyBytes
         settings.requestTimeout = .seconds(server.requestTimeoutSeconds)
         settings.drainTimeout = .seconds(server.drainTimeoutSeconds)
+        // Only a gateway with a WebSocket API lets connections switch protocols.
+        settings.allowsUpgrade = configuration.upstreams.contains { $0.websocket }
         settings.diagnosticsSink = { message in logger.debug("libmicrohttpd", metadata: ["detail": .string(message)]) }
         return settings
     }

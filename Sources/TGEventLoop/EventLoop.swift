@@ -504,3 +504,12 @@ private final class ContinuationBox<Result: Sendable>: Sendable {
 
     func resume(_ value: Result) { continuation.resume(returning: value) }
 }
+
+extension EventLoop {
+    /// The `EPOLL*` bits a watch waits for and a watcher is told of, for modules that do not
+    /// import epoll's header themselves.
+    public static let readable = EPOLLIN.rawValue
+    public static let writable = EPOLLOUT.rawValue
+    /// An error or a hang-up on the descriptor (always reported, whatever is watched).
+    public static let failed = EPOLLERR.rawValue | EPOLLHUP.rawValue
+}

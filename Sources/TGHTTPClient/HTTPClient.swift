@@ -370,9 +370,14 @@ public final class HTTPClient: @unchecked Sendable {
             let result = message.pointee.data.result
             var pointer: UnsafeMutableRawPointer?
             _ = CShims_curl_easy_getinfo_ptr(easy, CURLINFO_PRIVATE, &pointer)
-            curl_multi_remove_handle(multi, easy)
-            guard let pointer else { continue }
+            guard let pointer else {
+                curl_multi_remove_handle(multi, easy)
+                continue
+            }
             let transfer = Unmanaged<Transfer>.fromOpaque(pointer).takeUnretainedValue()
+            // A connection made for a tunnel stays in the multi handle (removing the handle closes
+            // it); its owner removes it when done (``UpstreamTunnel``).
+            if !(transfer.keepsConnection && result == CURLE_OK) { curl_multi_remove_handle(multi, easy) }
             deactivate(transfer)
             transfer.finish(result)
             Unmanaged.passUnretained(transfer).release()

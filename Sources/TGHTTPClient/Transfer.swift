@@ -72,6 +72,8 @@ public class Transfer: @unchecked Sendable {
     /// it arrived, or for none.
     var headDeadline: Int64 = 0
     var idle: IdleDeadline?
+    /// Only connects (`CURLOPT_CONNECT_ONLY`), and its connection outlives the transfer (``UpstreamTunnel``).
+    var keepsConnection: Bool { false }
 
     private struct Waiters {
         var completion: CheckedContinuation<(RawHead, [UInt8]), any Error>?

@@ -80,6 +80,9 @@ public final class Proxy: Sendable {
                 if !queued { throw ProxyError.upstreamUnavailable }
                 return
             }
+            // A WebSocket's handshake is checked before any credential is loaded.
+            let webSocket = WebSocketHandshake.isRequested(request)
+            if webSocket { try WebSocketHandshake.check(request, upstream: upstream.settings) }
             let call = ProxyCall(
                 proxy: self,
                 request: request,
@@ -88,7 +91,8 @@ public final class Proxy: Sendable {
                 clientAddress: clientAddress,
                 requestID: requestID,
                 responder: responder,
-                loop: loop
+                loop: loop,
+                webSocket: webSocket
             )
             guard let credential = try upstream.credentials.cached(for: request) else {
                 call.load(rejected: nil)

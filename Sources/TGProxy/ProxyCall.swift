@@ -20,13 +20,16 @@ final class ProxyCall: @unchecked Sendable {
     let responder: any ProxyResponder
     let loop: EventLoop
     let upload: ProxyUpload
+    /// The app asks for a WebSocket (its handshake checked): the call opens one instead of an
+    /// exchange (``openWebSocket(_:fromMemory:)``).
+    let webSocket: Bool
     /// The exchange whose head is awaited (the call and it hold each other until then).
     private var exchange: LoopExchange?
-    private var sentToken = ""
+    var sentToken = ""
     /// The session the sent token stands for (its streamed answer ends with it).
-    private var holder: StreamHolder?
-    private var fromMemory = true
-    private var retried = false
+    var holder: StreamHolder?
+    var fromMemory = true
+    var retried = false
 
     init(
         proxy: Proxy,
@@ -36,7 +39,8 @@ final class ProxyCall: @unchecked Sendable {
         clientAddress: String?,
         requestID: String,
         responder: any ProxyResponder,
-        loop: EventLoop
+        loop: EventLoop,
+        webSocket: Bool = false
     ) {
         self.proxy = proxy
         self.request = request
@@ -46,6 +50,7 @@ final class ProxyCall: @unchecked Sendable {
         self.requestID = requestID
         self.responder = responder
         self.loop = loop
+        self.webSocket = webSocket
         upload = ProxyUpload(request)
     }
 
@@ -79,6 +84,10 @@ final class ProxyCall: @unchecked Sendable {
         }
         guard !credential.bearer.isEmpty else {
             responder.fail(ProxyError.unusableToken)
+            return
+        }
+        if webSocket {
+            openWebSocket(credential, fromMemory: fromMemory)
             return
         }
         let method = request.method
@@ -119,7 +128,7 @@ final class ProxyCall: @unchecked Sendable {
     }
 
     /// `{base path}{path}?{query}`.
-    private func upstreamPath() -> String {
+    func upstreamPath() -> String {
         // Most APIs have no base path: the target's path as it is, without an append.
         var path = upstream.basePath.isEmpty ? target.rawPath : upstream.basePath + target.rawPath
         if let query = request.rawQuery {
@@ -189,7 +198,7 @@ final class ProxyCall: @unchecked Sendable {
     }
 
     /// What the streamed answer is held by (``OpenStreams``), when the token stands for a session.
-    private var hold: StreamHold? { holder.map { StreamHold(streams: proxy.streams, holder: $0, loop: loop) } }
+    var hold: StreamHold? { holder.map { StreamHold(streams: proxy.streams, holder: $0, loop: loop) } }
 
     /// Runs `body` on the call's loop; a loop that stopped answers 503 instead.
     private func onLoop(_ body: @escaping @Sendable (ProxyCall) -> Void) {

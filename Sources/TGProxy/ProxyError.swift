@@ -20,4 +20,14 @@ public enum ProxyError: Error, Equatable, Sendable {
     /// The API asks for a stronger or fresher sign-in (RFC 9470) than the account's token
     /// carries; `upstream` is the API's name, `dpop` whether the app's own token is DPoP-bound.
     case stepUpRequired(StepUpChallenge, upstream: String, dpop: Bool)
+    /// The app asks for a WebSocket, and the API does not take them through TokenGate.
+    case webSocketNotEnabled
+    /// The app's WebSocket handshake is malformed (what is wrong with it).
+    case webSocketInvalid(String)
+    /// The app's WebSocket handshake asks for a version other than 13.
+    case webSocketVersion
+    /// The app's WebSocket handshake comes with an `Origin` the API's `websocket_origins` lacks.
+    case webSocketOriginNotAllowed
+    /// The API did not switch to WebSocket in a way the proxy can relay (why).
+    case webSocketRefused(String)
 }

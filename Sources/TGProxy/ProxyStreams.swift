@@ -17,8 +17,18 @@ public struct StreamHolder: Sendable, Equatable {
     }
 }
 
+/// A live answer that ends with its session (``OpenStreams``): a streamed body, a WebSocket.
+protocol SessionBoundStream: AnyObject, Sendable {
+    /// The loop of its connection, where it is ended.
+    var loop: EventLoop { get }
+    /// Its session ended (on ``loop``).
+    func end()
+    /// The instance shuts down (on ``loop``): it ends soon, cleanly if it can.
+    func endForShutdown()
+}
+
 /// The answers this instance is streaming to apps (server-sent events, long downloads: every
-/// proxied body not sent in one piece), by the session that opened them, so that they end with
+/// proxied body not sent in one piece; WebSocket connections), by the session that opened them, so that they end with
 /// it (docs/proxy.md, "Streams end with the session"). Whoever learns that sessions ended (the
 /// assembler's watcher: every instance's `NOTIFY`, and its own check of expiries) calls
 /// ``end(sessions:)``; each stream is then ended on its own loop.
@@ -26,10 +36,11 @@ public struct StreamHolder: Sendable, Equatable {
 /// How a stream ends: an event stream (`text/event-stream`) that is between two events gets a
 /// last event, `event: tokengate.session_ended`, and then ends cleanly (its last chunk); any
 /// other answer, or an event stream cut in the middle of an event, has its connection closed, so
-/// that the app sees it incomplete rather than complete.
+/// that the app sees it incomplete rather than complete. A WebSocket gets a close frame (1008)
+/// at its next frame boundary each way (``WebSocketRelay``).
 public final class OpenStreams: Sendable {
     struct State {
-        var bySession: [UUID: [ObjectIdentifier: SessionStreamBody]] = [:]
+        var bySession: [UUID: [ObjectIdentifier: any SessionBoundStream]] = [:]
         /// Per session, until when it was last known to live.
         var validUntil: [UUID: Date] = [:]
     }
@@ -65,7 +76,7 @@ public final class OpenStreams: Sendable {
     @discardableResult
     public func end(sessions: some Sequence<UUID>) -> Int {
         let ending = state.withLock { state in
-            var ending: [SessionStreamBody] = []
+            var ending: [any SessionBoundStream] = []
             for session in sessions {
                 guard let streams = state.bySession.removeValue(forKey: session) else { continue }
                 state.validUntil[session] = nil
@@ -81,16 +92,17 @@ public final class OpenStreams: Sendable {
     }
 
     /// The instance is shutting down: every event stream ends cleanly at its next event boundary
-    /// (its app reconnects, to another instance), instead of holding the drain until it is cut.
-    /// Other answers go on while the drain lets them.
-    public func endEventStreams() {
+    /// and every WebSocket gets a close frame (1001) at its next frame boundary (their apps
+    /// reconnect, to another instance), instead of holding the drain until it is cut. Other
+    /// answers go on while the drain lets them.
+    public func endForShutdown() {
         let all = state.withLock { state in state.bySession.values.flatMap { $0.values } }
-        for stream in all where stream.isEventStream {
-            _ = stream.loop.execute { stream.endAtBoundary() }
+        for stream in all {
+            _ = stream.loop.execute { stream.endForShutdown() }
         }
     }
 
-    func add(_ stream: SessionStreamBody, holder: StreamHolder) {
+    func add(_ stream: any SessionBoundStream, holder: StreamHolder) {
         state.withLock { state in
             state.bySession[holder.session, default: [:]][ObjectIdentifier(stream)] = stream
             let known = state.validUntil[holder.session]
@@ -98,7 +110,7 @@ public final class OpenStreams: Sendable {
         }
     }
 
-    func remove(_ stream: SessionStreamBody, session: UUID) {
+    func remove(_ stream: any SessionBoundStream, session: UUID) {
         state.withLock { state in
             guard var streams = state.bySession[session], streams.removeValue(forKey: ObjectIdentifier(stream)) != nil else { return }
             if streams.isEmpty {
@@ -120,7 +132,7 @@ struct StreamHold {
 
 /// An upstream exchange as a response body (as ``ExchangeBody``) that its session's end can end
 /// (``OpenStreams``). Registered while it is read; gone from the register once the response is.
-final class SessionStreamBody: ResponseBodySource, @unchecked Sendable {
+final class SessionStreamBody: ResponseBodySource, SessionBoundStream, @unchecked Sendable {
     // Invariant: used only on `loop`, the loop of the exchange and the connection (the server
     // calls a source only there, and ``OpenStreams/end(sessions:)`` ends it there).
     let exchange: LoopExchange
@@ -179,6 +191,10 @@ final class SessionStreamBody: ResponseBodySource, @unchecked Sendable {
     func end() {
         guard ending == nil else { return }
         if isEventStream, betweenEvents { stop(sending: OpenStreams.endEvent) } else { stop(sending: nil) }
+    }
+
+    func endForShutdown() {
+        endAtBoundary()
     }
 
     /// The instance shuts down (on the loop): an event stream ends cleanly now if it is between

@@ -29,6 +29,11 @@ public final class ProxyUpstream: Sendable {
         /// Whether links to the API in its answers become TokenGate's (``ProxyLinkRewrite``).
         public var rewriteLinks: Bool
         public var rewriteMaxBodyBytes: Int
+        /// Whether apps may open WebSocket connections to it (``WebSocketRelay``).
+        public var webSocket: Bool
+        /// The `Origin`s a WebSocket handshake may come with (exact, case-insensitive); one
+        /// without an `Origin` (a native app's) is taken.
+        public var webSocketOrigins: [String]
 
         public init(
             name: String,
@@ -41,7 +46,9 @@ public final class ProxyUpstream: Sendable {
             maxConnections: Int,
             caFile: String?,
             rewriteLinks: Bool,
-            rewriteMaxBodyBytes: Int
+            rewriteMaxBodyBytes: Int,
+            webSocket: Bool = false,
+            webSocketOrigins: [String] = []
         ) {
             self.name = name
             self.baseURL = baseURL
@@ -54,6 +61,8 @@ public final class ProxyUpstream: Sendable {
             self.caFile = caFile
             self.rewriteLinks = rewriteLinks
             self.rewriteMaxBodyBytes = rewriteMaxBodyBytes
+            self.webSocket = webSocket
+            self.webSocketOrigins = webSocketOrigins
         }
     }
 

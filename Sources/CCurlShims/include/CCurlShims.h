@@ -24,6 +24,7 @@ CURLcode CShims_curl_easy_setopt_closesocket_function(CURL *handle, curl_closeso
 // curl_easy_getinfo is variadic: one wrapper per result type.
 CURLcode CShims_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode CShims_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
+CURLcode CShims_curl_easy_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value);
 
 // curl_multi_setopt is variadic: one wrapper per argument type.
 CURLMcode CShims_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);

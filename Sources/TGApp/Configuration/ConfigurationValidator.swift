@@ -208,6 +208,12 @@ struct ConfigurationValidator {
             if !TokenGateConfiguration.Upstream.stepUpTokenModes.contains(upstream.stepUpTokens) {
                 problem("\(path).step_up_tokens", "must be shared or separate")
             }
+            if upstream.websocket, !upstream.methods.contains("GET") {
+                problem("\(path).websocket", "needs GET among methods (a WebSocket opens with GET)")
+            }
+            for (position, origin) in upstream.websocketOrigins.enumerated() where !Self.isOrigin(origin) {
+                problem("\(path).websocket_origins[\(position)]", "must be an origin: scheme://host or scheme://host:port, no path")
+            }
             for (position, prefix) in upstream.pathPrefixes.enumerated() where !prefix.hasPrefix("/") || prefix.contains("..") {
                 problem("\(path).path_prefixes[\(position)]", "must start with / and contain no ..")
             }
@@ -217,6 +223,14 @@ struct ConfigurationValidator {
                 }
             }
         }
+    }
+
+    /// `scheme://host[:port]` as a browser sends it in `Origin`.
+    static func isOrigin(_ text: String) -> Bool {
+        guard let url = URLComponents(string: text), let scheme = url.scheme, ["http", "https"].contains(scheme.lowercased()),
+            let host = url.host, !host.isEmpty, url.path.isEmpty, url.query == nil, url.fragment == nil, url.user == nil
+        else { return false }
+        return true
     }
 
     private mutating func secret(_ secret: Secret, _ key: String) {

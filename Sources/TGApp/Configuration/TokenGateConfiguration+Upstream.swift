@@ -40,6 +40,12 @@ extension TokenGateConfiguration {
         /// `shared` (the default) makes the stronger sign-in's grant the account's; `separate`
         /// keeps its token for this API's calls until it expires and leaves the grant as it was.
         public var stepUpTokens: String
+        /// Whether apps may open WebSocket connections to this API through `/api/{name}/…`
+        /// (docs/proxy.md, "WebSocket"). Off by default.
+        public var websocket: Bool
+        /// The `Origin`s (`https://app.example.com`) a WebSocket handshake may carry; one without
+        /// an `Origin` (a native app's) is always taken. Empty by default: no browser page may open one.
+        public var websocketOrigins: [String]
 
         /// The values `step_up_tokens` takes.
         static let stepUpTokenModes = ["shared", "separate"]
@@ -62,6 +68,8 @@ extension TokenGateConfiguration {
             case rewriteLinks = "rewrite_links"
             case rewriteMaxBodyBytes = "rewrite_max_body_bytes"
             case stepUpTokens = "step_up_tokens"
+            case websocket
+            case websocketOrigins = "websocket_origins"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -87,6 +95,8 @@ extension TokenGateConfiguration {
                 note: "16 MiB: a rewritten answer is held in memory"
             )
             stepUpTokens = try c.value(.stepUpTokens, default: "shared")
+            websocket = try c.value(.websocket, default: false)
+            websocketOrigins = try c.value(.websocketOrigins, default: [])
         }
     }
 }

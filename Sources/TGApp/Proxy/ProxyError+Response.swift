@@ -52,6 +52,33 @@ extension ProxyError: HTTPResponseError {
             )
         case .stepUpRequired(let challenge, let upstream, let dpop):
             problem = Self.stepUp(challenge, upstream: upstream, dpop: dpop)
+        case .webSocketNotEnabled:
+            problem = Problem(
+                status: .badRequest,
+                code: "websocket_not_enabled",
+                detail: "This API does not take WebSocket connections through TokenGate (its operator enables them with websocket: true)."
+            )
+        case .webSocketInvalid(let what):
+            problem = Problem(status: .badRequest, code: "invalid_websocket_request", detail: "The WebSocket handshake is refused: \(what).")
+        case .webSocketVersion:
+            problem = Problem(
+                status: .upgradeRequired,
+                code: "websocket_version_not_supported",
+                detail: "TokenGate relays WebSocket version 13 (RFC 6455); send Sec-WebSocket-Version: 13.",
+                headerFields: [HTTPField.Name("Sec-WebSocket-Version")!: "13"]
+            )
+        case .webSocketOriginNotAllowed:
+            problem = Problem(
+                status: .forbidden,
+                code: "origin_not_allowed",
+                detail: "WebSocket connections to this API may not come from this Origin (the API's websocket_origins)."
+            )
+        case .webSocketRefused(let why):
+            problem = Problem(
+                status: .badGateway,
+                code: "upstream_websocket_refused",
+                detail: "The API did not switch to WebSocket: \(why)."
+            )
         }
         return problem.response()
     }

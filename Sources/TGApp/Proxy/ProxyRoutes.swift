@@ -101,7 +101,9 @@ extension TokenGateConfiguration.Upstream {
             maxConnections: maxConnections,
             caFile: caFile,
             rewriteLinks: rewriteLinks,
-            rewriteMaxBodyBytes: rewriteMaxBodyBytes
+            rewriteMaxBodyBytes: rewriteMaxBodyBytes,
+            webSocket: websocket,
+            webSocketOrigins: websocketOrigins
         )
     }
 }
