@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -52,7 +51,7 @@ public final class FakeWebSocketAPI: Sendable {
 
     /// The close frame a flood's writer sends once its current frame is out, set by its reader.
     private final class FloodEnd: Sendable {
-        let frame = Mutex<WebSocketFrame?>(nil)
+        let frame = Locked<WebSocketFrame?>(nil)
     }
 
     // Every descriptor is closed exactly once, by its owner, with the lock of `state` held: the
@@ -60,7 +59,9 @@ public final class FakeWebSocketAPI: Sendable {
     // (`sockets[fd].users`), after removing it from `sockets`. `stop()` only shuts sockets down,
     // with the lock held, so it never touches a number that was closed and may already belong to
     // someone else in this process.
-    private let state = Mutex(State())
+    // ``Locked`` (NSLock) rather than `Mutex`, like the rest of TGTesting: these are plain threads,
+    // where `Mutex` draws ThreadSanitizer false positives.
+    private let state = Locked(State())
     private let listener: Int32
     /// The port it listens on.
     public let port: UInt16
