@@ -61,7 +61,13 @@ extension ProxyCall {
             return
         }
         if fromMemory { proxy.metrics?.fromMemory.increment() } else { proxy.metrics?.loaded.increment() }
-        let relay = WebSocketRelay(tunnel: tunnel, upstreamEarly: rest, hold: hold, loop: loop)
+        let relay = WebSocketRelay(
+            tunnel: tunnel,
+            upstreamEarly: rest,
+            hold: hold,
+            loop: loop,
+            idleTimeout: .seconds(upstream.settings.webSocketIdleSeconds)
+        )
         var response = ServerResponse(status: .switchingProtocols, body: .upgrade(relay))
         // The API's fields (its accept value, subprotocol, extensions) but the hop-by-hop ones.
         ProxyHeaders.relay(head, location: nil, into: &response)

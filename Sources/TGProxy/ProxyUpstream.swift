@@ -34,6 +34,8 @@ public final class ProxyUpstream: Sendable {
         /// The `Origin`s a WebSocket handshake may come with (exact, case-insensitive); one
         /// without an `Origin` (a native app's) is taken.
         public var webSocketOrigins: [String]
+        /// A WebSocket with no byte either way for this long is closed (1001); 0: never.
+        public var webSocketIdleSeconds: Int
 
         public init(
             name: String,
@@ -48,7 +50,8 @@ public final class ProxyUpstream: Sendable {
             rewriteLinks: Bool,
             rewriteMaxBodyBytes: Int,
             webSocket: Bool = false,
-            webSocketOrigins: [String] = []
+            webSocketOrigins: [String] = [],
+            webSocketIdleSeconds: Int = 0
         ) {
             self.name = name
             self.baseURL = baseURL
@@ -63,6 +66,7 @@ public final class ProxyUpstream: Sendable {
             self.rewriteMaxBodyBytes = rewriteMaxBodyBytes
             self.webSocket = webSocket
             self.webSocketOrigins = webSocketOrigins
+            self.webSocketIdleSeconds = webSocketIdleSeconds
         }
     }
 

@@ -66,7 +66,8 @@ struct RelayBuffer {
 /// such as compression included); only their headers are read, so that the relay can end the
 /// connection cleanly: when its session ends (close code 1008) or the instance shuts down
 /// (1001), each side gets a close frame at its next frame boundary, and both connections close
-/// once those are written (or after ``endingGrace``, whatever is pending). When either side
+/// once those are written (or after ``endingGrace``, whatever is pending); so does a connection
+/// on which nothing moved for the API's idle timeout (1001). When either side
 /// closes its connection, what it sent is passed on and the other is closed too.
 final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unchecked Sendable {
     // Invariant: used only on `loop`, the loop of the app's connection and of the tunnel: the
@@ -86,6 +87,11 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
     private var upstreamReadable = true
     private var ending: (code: UInt16, reason: String)?
     private var endingTimer: EventLoopTimer?
+    /// No byte either way for this long ends the connection (1001); 0: never.
+    private let idleTimeout: Int64
+    private var idleTimer: EventLoopTimer?
+    /// When a byte last came from either side (``EventLoop/now()``).
+    private var lastActivity: Int64 = 0
     private var finished = false
     /// Itself, while it relays (nothing else need hold it: the loop's watches and the register
     /// hold its sides and it, but a call without a session is in no register).
@@ -94,10 +100,11 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
     /// How long an ending relay waits for its close frames to go before it closes anyway.
     static let endingGrace: Int64 = 5_000_000_000
 
-    init(tunnel: UpstreamTunnel, upstreamEarly: [UInt8], hold: StreamHold?, loop: EventLoop) {
+    init(tunnel: UpstreamTunnel, upstreamEarly: [UInt8], hold: StreamHold?, loop: EventLoop, idleTimeout: Duration = .zero) {
         self.tunnel = tunnel
         self.hold = hold
         self.loop = loop
+        self.idleTimeout = EventLoop.nanoseconds(idleTimeout)
         upstreamEarly.withUnsafeBytes { toClient.append(read: $0) }
     }
 
@@ -117,6 +124,12 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
         self.upstreamSide = upstreamSide
         if let hold { hold.streams.add(self, holder: hold.holder) }
         keepAlive = self
+        lastActivity = EventLoop.now()
+        if idleTimeout > 0 {
+            let timer = loop.makeTimer { [unowned self] in self.checkIdle() }
+            timer.schedule(at: lastActivity + idleTimeout)
+            idleTimer = timer
+        }
         pump()
     }
 
@@ -140,6 +153,18 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
         ending = (code, reason)
         endingTimer = loop.schedule(at: EventLoop.now() + Self.endingGrace) { [weak self] in self?.finish() }
         pump()
+    }
+
+    /// The idle timer fired: the connection ends if nothing moved since, else the timer waits
+    /// for the new deadline.
+    private func checkIdle() {
+        guard !finished, ending == nil else { return }
+        let due = lastActivity + idleTimeout
+        if due <= EventLoop.now() {
+            beginEnding(code: WebSocketFrames.goingAway, reason: "idle timeout")
+        } else {
+            idleTimer?.schedule(at: due)
+        }
     }
 
     // MARK: Relaying
@@ -190,6 +215,7 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
             let count = recv(socket, buffer.baseAddress, limit, Int32(MSG_DONTWAIT))
             if count > 0 {
                 toUpstream.append(read: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                if idleTimeout > 0 { lastActivity = EventLoop.now() }
                 return true
             }
             if count < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
@@ -206,6 +232,7 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
             switch tunnel.receive(into: buffer) {
             case .bytes(let count):
                 toClient.append(read: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+                if idleTimeout > 0 { lastActivity = EventLoop.now() }
                 return true
             case .wait:
                 upstreamReadable = false
@@ -259,6 +286,8 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
         finished = true
         endingTimer?.cancel()
         endingTimer = nil
+        idleTimer?.cancel()
+        idleTimer = nil
         clientSide?.stop(on: loop)
         upstreamSide?.stop(on: loop)
         clientSide = nil

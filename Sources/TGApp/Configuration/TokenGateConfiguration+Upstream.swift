@@ -46,6 +46,9 @@ extension TokenGateConfiguration {
         /// The `Origin`s (`https://app.example.com`) a WebSocket handshake may carry; one without
         /// an `Origin` (a native app's) is always taken. Empty by default: no browser page may open one.
         public var websocketOrigins: [String]
+        /// A WebSocket on which nothing moved either way for this long is closed (close code
+        /// 1001); apps that keep quiet connections open send pings. 0: never.
+        public var websocketIdleTimeoutSeconds: Int
 
         /// The values `step_up_tokens` takes.
         static let stepUpTokenModes = ["shared", "separate"]
@@ -70,6 +73,7 @@ extension TokenGateConfiguration {
             case stepUpTokens = "step_up_tokens"
             case websocket
             case websocketOrigins = "websocket_origins"
+            case websocketIdleTimeoutSeconds = "websocket_idle_timeout_seconds"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -97,6 +101,7 @@ extension TokenGateConfiguration {
             stepUpTokens = try c.value(.stepUpTokens, default: "shared")
             websocket = try c.value(.websocket, default: false)
             websocketOrigins = try c.value(.websocketOrigins, default: [])
+            websocketIdleTimeoutSeconds = try c.value(.websocketIdleTimeoutSeconds, default: 300, in: 0...)
         }
     }
 }

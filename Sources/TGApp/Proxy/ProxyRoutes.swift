@@ -103,7 +103,8 @@ extension TokenGateConfiguration.Upstream {
             rewriteLinks: rewriteLinks,
             rewriteMaxBodyBytes: rewriteMaxBodyBytes,
             webSocket: websocket,
-            webSocketOrigins: websocketOrigins
+            webSocketOrigins: websocketOrigins,
+            webSocketIdleSeconds: websocketIdleTimeoutSeconds
         )
     }
 }
