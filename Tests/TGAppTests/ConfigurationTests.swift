@@ -181,6 +181,41 @@ import Testing
         #expect(keys == expected)
     }
 
+    @Test func webSocketsAreOffByDefaultAndTheirOriginsAndMethodsAreChecked() throws {
+        let base = """
+            database: { url: "postgresql://127.0.0.1/x" }
+            providers:
+              - { name: entra, kind: entra, tenant: common, client_id: abc, client_secret: s }
+            upstreams:
+
+            """
+        let plain = try ConfigurationLoader.load(
+            path: try write(base + "  - { name: api, base_url: \"https://api.example.com\", provider: entra }", extension: "yaml"),
+            environment: [:]
+        )
+        let upstream = try #require(plain.upstreams.first)
+        #expect(!upstream.websocket && upstream.websocketOrigins.isEmpty && upstream.websocketIdleTimeoutSeconds == 300)
+        let good = try write(
+            base
+                + "  - { name: api, base_url: \"https://api.example.com\", provider: entra, websocket: true, "
+                + "websocket_origins: [\"https://app.example.com\", \"http://localhost:3000\"], websocket_idle_timeout_seconds: 0 }",
+            extension: "yaml"
+        )
+        #expect(problems(good).isEmpty)
+        let bad = try write(
+            base
+                + "  - { name: api, base_url: \"https://api.example.com\", provider: entra, websocket: true, methods: [POST], "
+                + "websocket_origins: [\"https://app.example.com/path\", \"app.example.com\"], websocket_idle_timeout_seconds: -1 }",
+            extension: "yaml"
+        )
+        #expect(
+            Set(problems(bad).map(\.key)) == [
+                "upstreams[0].websocket", "upstreams[0].websocket_origins[0]", "upstreams[0].websocket_origins[1]",
+                "upstreams[0].websocket_idle_timeout_seconds",
+            ]
+        )
+    }
+
     @Test func transferCodesLastThirtyDaysThreePerDeviceAndOutOfRangeSettingsAreRefused() throws {
         let database = "database: { url: \"postgresql://127.0.0.1/x\" }\n"
         let defaults = try ConfigurationLoader.load(path: try write(database, extension: "yaml"), environment: [:])
