@@ -94,10 +94,13 @@ import TGBase
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tg-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
+        let sockets = try FakeWebSocketAPI()
+        defer { sockets.stop() }
         try await AuthFlowHarness.run(
             serverOptions: ", public_base_url: \"\(publicURL)\", trusted_proxies: [\(Self.nginxSource)]",
             withGraphAPI: true,
             upstreamOptions: ", path_prefixes: [\"/me\", \"/upload\"]",
+            moreUpstreams: ["{ name: ws, base_url: \"\(sockets.baseURL)\", provider: fake, scopes: [User.Read], websocket: true }"],
             transport: .sockets
         ) { harness in
             harness.fake.registerClient(id: "tokengate", secret: "s3cret", redirectURIs: [publicURL + "/auth/callback"])
@@ -152,6 +155,16 @@ import TGBase
             ])
             #expect(direct.exitCode == 0)
             #expect(graph.received.last?.headerFields[values: .init("X-Forwarded-For")!] == [Self.client])
+
+            // A WebSocket handshake passes nginx's Upgrade on (curl cannot speak WebSocket: it
+            // shows the 101 and waits until its time is up).
+            let handshake = try await through([
+                "-i", "--max-time", "2", nginx.baseURL + "/api/ws/echo", "-H", "Authorization: Bearer \(access)",
+                "-H", "Upgrade: websocket", "-H", "Connection: Upgrade", "-H", "Sec-WebSocket-Version: 13",
+                "-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            ])
+            #expect(handshake.status == 101, "\(handshake.stdout) \(handshake.stderr)")
+            #expect(sockets.upgrades.last?.header("x-forwarded-for") == Self.client)
 
             // Metrics are for the monitoring system, not through the public site.
             #expect(try await through(["-o", "/dev/null", "-w", "%{http_code}", nginx.baseURL + "/metrics"]).stdout == "404")

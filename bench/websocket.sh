@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# WebSocket through a real `tokengate serve` next to nginx `proxy_pass` (with Upgrade) to the same
+# echo API: the time to open a connection, each message's round trip and the messages per second,
+# as ratios to nginx's.
+#
+#   bench/websocket.sh [CONNECTIONS] [MESSAGES] [SIZE] [ROUNDS]    (defaults: 100 200 256 3)
+#
+# Starts a throwaway PostgreSQL, oidc-provider-mock, the echo API bench/ws_upstream.py, a
+# TokenGate with that API (`websocket: true`) and an nginx (one worker, the fields TokenGate
+# sends: bench/lib.sh's PROXY_TO_BACKEND, plus Upgrade and Connection), logs in once, then
+# ROUNDS rounds, each opening CONNECTIONS WebSockets at once and sending MESSAGES messages of
+# SIZE bytes on each, one after the other, waiting for each echo (bench/ws_client.py): to the API
+# directly, through nginx and through TokenGate, in turn. Pinned: nginx and TokenGate on
+# SERVER_CPUS (default 1; TokenGate then runs one loop), the API and the client on LOAD_CPUS
+# (default 0). Figures per target: the time to open (handshake written to 101 read; TokenGate's
+# includes its token check and its connection to the API), the round trip's median and p99, and
+# messages per second, medians over the rounds, with TokenGate's ratios to nginx. A round that
+# ran while builds ran (`swift-build`, `swift-frontend`) is marked. TOKENGATE_BINARY=… measures
+# that build instead of this tree's release build. A short check: bench/websocket.sh 10 20 64 1.
+# Everything stops by itself; nothing leaves loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+connections=${1:-100}
+messages=${2:-200}
+size=${3:-256}
+rounds=${4:-3}
+pin_server=${SERVER_CPUS-1} pin_load=${LOAD_CPUS-0}
+[ "$(nproc)" -ge 2 ] || { pin_server="" pin_load=""; }
+export SERVER_CPUS=$pin_server LOAD_CPUS=$pin_load
+EXTRA_PACKAGES="nginx" scripts/deps.sh
+tokengate_binary
+
+work=$(mktemp -d /tmp/tokengate-bench-ws.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+    stop_bench "$work" 25933
+}
+trap cleanup EXIT
+NGINX_PORT=18780 UPSTREAM_PORT=18781 TG_PORT=18790 MOCK_PORT=18791
+
+on_load_cpus() { ${LOAD_CPUS:+taskset -c "$LOAD_CPUS"} "$@"; }
+
+database_url=$(bench_database "$work" 25933)
+on_load_cpus python3 bench/ws_upstream.py $UPSTREAM_PORT >"$work/upstream.log" 2>&1 &
+pids+=($!)
+start_provider "$work" $MOCK_PORT
+bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "connection_limit: $((connections * 2 + 64))" \
+    "name: ws, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, websocket: true, timeout_seconds: 30"
+start_tokengate "$work" $TG_PORT
+# nginx's fields as TokenGate's, without the keep-alive ones (an upgrade needs its own connection).
+cat >"$work/nginx.conf" <<NGINX
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        location / {
+            proxy_pass http://127.0.0.1:$UPSTREAM_PORT;
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade \$http_upgrade;
+            proxy_set_header Connection upgrade;
+            proxy_set_header Authorization "Bearer $UPSTREAM_TOKEN";
+            proxy_set_header X-Forwarded-For \$remote_addr;
+            proxy_set_header X-Forwarded-Proto http;
+            proxy_set_header X-Forwarded-Host \$http_host;
+            proxy_set_header X-Request-ID \$request_id;
+            proxy_read_timeout 60s;
+        }
+    }
+}
+NGINX
+on_server_cpus nginx -p "$work" -c "$work/nginx.conf" -g "daemon on;"
+token=$(login_token $TG_PORT)
+
+contended() { if pgrep -f 'swift-build|swift-frontend' >/dev/null; then echo 1; else echo 0; fi; }
+# round TARGET PORT PATH TOKEN: one run of the client; appends its line and whether the round
+# was contended to WORK/TARGET.
+round() {
+    local target=$1 busy line
+    busy=$(contended)
+    line=$(on_load_cpus python3 bench/ws_client.py "$2" "$3" "$4" "$connections" "$messages" "$size")
+    [ "$(contended)" = 0 ] || busy=1
+    echo "$line $busy" >>"$work/$target"
+}
+# Warm: the upstream token is fetched.
+round warm $TG_PORT /api/ws/echo "$token"
+round warm $NGINX_PORT /echo ""
+: >"$work/direct" >"$work/nginx" >"$work/tokengate"
+for _ in $(seq "$rounds"); do
+    round direct $UPSTREAM_PORT /echo ""
+    round nginx $NGINX_PORT /echo ""
+    round tokengate $TG_PORT /api/ws/echo "$token"
+done
+
+echo "WebSocket: $connections connections at once x $messages messages of $size bytes, each after the last one's echo; $rounds round(s); servers on cpu ${SERVER_CPUS:-any}, API and client on cpu ${LOAD_CPUS:-any}."
+printf '%-10s %12s %12s %12s %14s %9s %9s %10s\n' target open_p50_ms rtt_p50_ms rtt_p99_ms messages_per_s messages failures contended
+for target in direct nginx tokengate; do
+    printf '%-10s %12s %12s %12s %14s %9s %9s %10s\n' "$target" "$(col "$work/$target" 1)" "$(col "$work/$target" 2)" \
+        "$(col "$work/$target" 3)" "$(col "$work/$target" 4)" "$(awk '{ s += $5 } END { print s }' "$work/$target")" \
+        "$(awk '{ s += $6 } END { print s }' "$work/$target")" "$(awk '{ s += $7 } END { print s "/" NR }' "$work/$target")"
+done
+ratio() { awk -v a="$(col "$work/tokengate" "$1")" -v b="$(col "$work/nginx" "$1")" 'BEGIN { printf (b > 0) ? "%.2f" : "-", a / b }'; }
+echo "TokenGate / nginx: open p50 $(ratio 1)x; round trip p50 $(ratio 2)x, p99 $(ratio 3)x; messages per second $(ratio 4)x"
+failed=$(cat "$work/direct" "$work/nginx" "$work/tokengate" | awk '{ s += $6 } END { print s + 0 }')
+if grep -qiE '"level":"(error|critical)"' "$work/tg.log"; then
+    echo "TokenGate logged errors:"; grep -iE '"level":"(error|critical)"' "$work/tg.log" | tail -5
+fi
+[ "$failed" = 0 ]
