@@ -181,37 +181,59 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
 
     /// Moves what can move without waiting, both ways, then watches for what it waits on.
     private func pump() {
-        var moved = true
-        while moved, !finished {
-            moved = false
-            // The app to the API.
-            guard let toAPI = toUpstream.drain({ tunnel.send($0) }) else { return finish() }
-            moved = moved || toAPI > 0
-            if clientReadable, let client {
-                let limit = toUpstream.readLimit(ending: ending != nil)
-                if limit > 0 { moved = readClient(client.socket, limit: limit) || moved }
-            }
-            // The API to the app.
-            guard let toApp = toClient.drain({ Self.send($0, to: client?.socket ?? -1) }) else { return finish() }
-            moved = moved || toApp > 0
-            if upstreamReadable {
-                let limit = toClient.readLimit(ending: ending != nil)
-                if limit > 0 { moved = readUpstream(limit: limit) || moved }
-            }
-            if ending != nil { queueCloseFrames() }
-        }
+        while !finished, moveOnce() {}
         guard !finished else { return }
         // One side closed and all it sent went on; or, ending, both close frames went.
         if (toUpstream.sourceEnded && toUpstream.pending == 0) || (toClient.sourceEnded && toClient.pending == 0)
             || (toUpstream.isDone && toClient.isDone)
         {
-            return finish()
+            finish()
+            return
         }
         watch()
     }
 
-    private func readClient(_ socket: Int32, limit: Int) -> Bool {
-        withUnsafeTemporaryAllocation(byteCount: limit, alignment: 1) { buffer in
+    /// One round each way: writes what waits, reads what room allows. Whether anything moved
+    /// (false once the relay finished on a failed write). Not inlined into ``pump()``, nor the
+    /// reads into it: Swift 6.3's optimizer crashes on the inlined loop in release builds
+    /// (SimplifyCFG's jump threading, "cannot get borrow introducers for unknown guaranteed value").
+    @inline(never)
+    private func moveOnce() -> Bool {
+        let ending = self.ending != nil
+        // The app to the API.
+        guard let toAPI = writeUpstream() else {
+            finish()
+            return false
+        }
+        var moved = toAPI > 0
+        let clientLimit = clientReadable ? toUpstream.readLimit(ending: ending) : 0
+        if clientLimit > 0, readClient(limit: clientLimit) { moved = true }
+        // The API to the app.
+        guard let toApp = writeClient() else {
+            finish()
+            return false
+        }
+        if toApp > 0 { moved = true }
+        let upstreamLimit = upstreamReadable ? toClient.readLimit(ending: ending) : 0
+        if upstreamLimit > 0, readUpstream(limit: upstreamLimit) { moved = true }
+        if ending { queueCloseFrames() }
+        return moved
+    }
+
+    private func writeUpstream() -> Int? {
+        let tunnel = self.tunnel
+        return toUpstream.drain { tunnel.send($0) }
+    }
+
+    private func writeClient() -> Int? {
+        let socket = client?.socket ?? -1
+        return toClient.drain { Self.send($0, to: socket) }
+    }
+
+    @inline(never)  // see moveOnce()
+    private func readClient(limit: Int) -> Bool {
+        let socket = client?.socket ?? -1
+        return withUnsafeTemporaryAllocation(byteCount: limit, alignment: 1) { buffer in
             let count = recv(socket, buffer.baseAddress, limit, Int32(MSG_DONTWAIT))
             if count > 0 {
                 toUpstream.append(read: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
@@ -227,6 +249,7 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
         }
     }
 
+    @inline(never)  // see moveOnce()
     private func readUpstream(limit: Int) -> Bool {
         withUnsafeTemporaryAllocation(byteCount: limit, alignment: 1) { buffer in
             switch tunnel.receive(into: buffer) {
