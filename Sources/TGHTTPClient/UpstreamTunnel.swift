@@ -17,6 +17,9 @@ public final class UpstreamTunnel: @unchecked Sendable {
     public let loop: EventLoop
     /// The connection's socket (for the loop to watch; read and written only through this).
     public private(set) var socket: Int32 = -1
+    /// TLS runs on it (https): read bytes may wait decrypted where the socket's readiness does not
+    /// show them.
+    public let isTLS: Bool
     private var client: HTTPClient?
     private var transfer: TunnelTransfer?
 
@@ -30,8 +33,9 @@ public final class UpstreamTunnel: @unchecked Sendable {
         case failed
     }
 
-    private init(loop: EventLoop) {
+    private init(loop: EventLoop, isTLS: Bool) {
         self.loop = loop
+        self.isTLS = isTLS
     }
 
     /// Connects to `scheme://authority` with `configuration`'s connect timeout, CA file and
@@ -48,7 +52,7 @@ public final class UpstreamTunnel: @unchecked Sendable {
         own.maxConnections = 1
         own.maxConnectionsPerHost = 1
         let client = HTTPClient(configuration: own, loop: loop)
-        let tunnel = UpstreamTunnel(loop: loop)
+        let tunnel = UpstreamTunnel(loop: loop, isTLS: scheme.lowercased() == "https")
         do {
             let transfer = try TunnelTransfer(handles: client.handles)
             let request = HTTPRequest(method: .get, scheme: scheme, authority: authority, path: "/")

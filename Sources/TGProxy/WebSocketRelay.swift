@@ -238,6 +238,9 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
             if count > 0 {
                 toUpstream.append(read: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
                 if idleTimeout > 0 { lastActivity = EventLoop.now() }
+                // Less than asked for: the socket is drained (no read just to hear EAGAIN; the
+                // watch, level-triggered, says when more comes).
+                if count < limit { clientReadable = false }
                 return true
             }
             if count < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
@@ -256,6 +259,9 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
             case .bytes(let count):
                 toClient.append(read: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
                 if idleTimeout > 0 { lastActivity = EventLoop.now() }
+                // As for the app's side, over plain TCP. Over TLS, bytes may wait decrypted in
+                // OpenSSL, where no watch sees them: read until it says there is nothing.
+                if count < limit, !tunnel.isTLS { upstreamReadable = false }
                 return true
             case .wait:
                 upstreamReadable = false
