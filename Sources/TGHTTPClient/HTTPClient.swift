@@ -113,6 +113,12 @@ public final class HTTPClient: @unchecked Sendable {
         _ = CShims_curl_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, context)
         _ = CShims_curl_multi_setopt_timer_function(multi, timerCallback)
         _ = CShims_curl_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, context)
+        if self.loop.inEventLoop {
+            // Made on its loop (an ``UpstreamTunnel``'s): the hook goes in now. A job posted for it
+            // could run after a client that failed at once was gone.
+            hookToken = self.loop.addPreWaitHook { [unowned(unsafe) self] in self.beforeWait() }
+            return
+        }
         let hooked = OneShot()
         let context2 = UnmanagedClient(client: Unmanaged.passUnretained(self))
         let accepted = self.loop.execute {
@@ -123,7 +129,7 @@ public final class HTTPClient: @unchecked Sendable {
             hooked.signal()
         }
         // The hook must be in place before the first transfer is added (it starts transfers).
-        if accepted, !self.loop.inEventLoop { hooked.wait() }
+        if accepted { hooked.wait() }
     }
 
     deinit {
@@ -243,6 +249,16 @@ public final class HTTPClient: @unchecked Sendable {
             timeoutDue = true
             loop.wakeSoon()
         }
+    }
+
+    /// On the loop: the client no longer runs before every wait of its loop. For a client whose
+    /// transfers are over but whose connection lives on (``UpstreamTunnel``): thousands of open
+    /// tunnels would otherwise each add a call to every round of the loop. Its shutdown still
+    /// releases everything.
+    func stopDriving() {
+        loop.removePreWaitHook(hookToken)
+        curlDeadline = nil
+        timeoutDue = false
     }
 
     /// On the loop: resume a transfer paused for its reader.

@@ -73,8 +73,10 @@ public final class UpstreamTunnel: @unchecked Sendable {
                     completion(.failure(HTTPClientError(.transport, detail: "no connection after connecting")))
                     return
                 }
-                // The tunnel's now: out of the client's epoll watch, which parked it.
+                // The tunnel's now: out of the client's epoll watch, which parked it; and the
+                // client, with no transfer left to drive, leaves the loop's rounds.
                 client.forgetSocket(socket)
+                client.stopDriving()
                 tunnel.socket = socket
                 tunnel.client = client
                 tunnel.transfer = transfer

@@ -155,6 +155,26 @@ import Testing
         }
     }
 
+    @Test func anAPIThatRefusesTheTokenOnTheUpgradeGetsOneMoreTryWithAFreshOne() async throws {
+        try await Self.run { h, api in
+            let token = try #require(try await h.logIn()["access_token"] as? String)
+            try await Self.openEcho(h.baseURL, token: token).close()
+            let refused = try #require(Self.bearer(of: api.upgrades.last))
+            // The API stops taking that token (revoked, or its keys rotated).
+            api.requireBearer { [fake = h.fake] presented in presented != refused && fake.subject(ofAccessToken: presented) != nil }
+            let client = try await Self.openEcho(h.baseURL, token: token)
+            #expect(api.upgrades.count == 3)
+            let fresh = try #require(Self.bearer(of: api.upgrades.last))
+            #expect(fresh != refused)
+            #expect(try await Self.exchange(client, .text("with a fresh token")) == .text("with a fresh token"))
+            client.close()
+        }
+    }
+
+    static func bearer(of upgrade: FakeWebSocketAPI.Upgrade?) -> String? {
+        upgrade?.header("authorization")?.split(separator: " ").last.map(String.init)
+    }
+
     @Test func aSlowReaderHoldsTheAPIBackInsteadOfFillingTheGatewaysMemory() async throws {
         try await Self.run { h, api in
             let token = try #require(try await h.logIn()["access_token"] as? String)
