@@ -29,6 +29,19 @@ final class GreetingUpgrade: ConnectionUpgradeHandler {
     }
 }
 
+/// A handler that keeps the connection open until the server stops.
+final class HoldingUpgrade: ConnectionUpgradeHandler {
+    let stopped = Mutex(false)
+    let held = Mutex<UpgradedConnection?>(nil)
+
+    func upgraded(_ connection: UpgradedConnection) {
+        connection.onServerStop = { [self] in stopped.withLock { $0 = true } }
+        held.withLock { $0 = connection }
+    }
+
+    func abandoned() {}
+}
+
 @Suite struct ConnectionUpgradeTests {
     static func upgradeAnswer(_ handler: GreetingUpgrade) -> ServerResponse {
         ServerResponse(status: .switchingProtocols, headerFields: [.upgrade: "greeting"], body: .upgrade(handler))
@@ -50,6 +63,24 @@ final class GreetingUpgrade: ConnectionUpgradeHandler {
         #expect(handler.early.withLock { $0 }.map { String(decoding: $0, as: UTF8.self) } == "early bytes")
         try await waitUntil("the upgraded request completed") { server.requestsInFlight == 0 }
         await server.shutdown()
+    }
+
+    @Test func stoppingTheServerTellsAnUpgradedConnectionsHandlerAndClosesIt() async throws {
+        let handler = HoldingUpgrade()
+        // An upgraded connection is in flight until it closes: the drain waits for it, then ends.
+        let server = try startServer(
+            {
+                $0.allowsUpgrade = true
+                $0.drainTimeout = .milliseconds(200)
+            },
+            handler: { _ in .response(ServerResponse(status: .switchingProtocols, headerFields: [.upgrade: "held"], body: .upgrade(handler))) }
+        )
+        let connection = try RawConnection(port: server.port)
+        try await connection.send("GET /hold HTTP/1.1\r\nHost: x\r\nUpgrade: held\r\nConnection: Upgrade\r\n\r\n")
+        try await waitUntil("the handler holds the connection") { handler.held.withLock { $0 } != nil }
+        await server.shutdown()
+        #expect(handler.stopped.withLock { $0 })
+        #expect(try await connection.readUntilClose().hasPrefix("HTTP/1.1 101"))
     }
 
     @Test func aServerThatDoesNotAllowUpgradesAnswers500AndTheHandlerLetsGo() async throws {
