@@ -106,6 +106,8 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
         self.loop = loop
         self.idleTimeout = EventLoop.nanoseconds(idleTimeout)
         upstreamEarly.withUnsafeBytes { toClient.append(read: $0) }
+        // In the register from now: a session that ends before the 101 went out still ends it.
+        if let hold { hold.streams.add(self, holder: hold.holder) }
     }
 
     // MARK: ConnectionUpgradeHandler
@@ -122,7 +124,6 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
         upstreamSide.registered = EventLoop.readable
         self.clientSide = clientSide
         self.upstreamSide = upstreamSide
-        if let hold { hold.streams.add(self, holder: hold.holder) }
         keepAlive = self
         lastActivity = EventLoop.now()
         if idleTimeout > 0 {
@@ -130,12 +131,14 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
             timer.schedule(at: lastActivity + idleTimeout)
             idleTimer = timer
         }
+        if ending != nil { startEndingTimer() }
         pump()
     }
 
     func abandoned() {
         finished = true
         tunnel.close()
+        if let hold { hold.streams.remove(self, session: hold.holder.session) }
     }
 
     // MARK: SessionBoundStream
@@ -148,11 +151,17 @@ final class WebSocketRelay: ConnectionUpgradeHandler, SessionBoundStream, @unche
         beginEnding(code: WebSocketFrames.goingAway, reason: "server shutting down")
     }
 
+    /// Starts the ending; before the 101 went out, the ending starts with the relay.
     private func beginEnding(code: UInt16, reason: String) {
-        guard !finished, ending == nil, client != nil else { return }
+        guard !finished, ending == nil else { return }
         ending = (code, reason)
-        endingTimer = loop.schedule(at: EventLoop.now() + Self.endingGrace) { [weak self] in self?.finish() }
+        guard client != nil else { return }
+        startEndingTimer()
         pump()
+    }
+
+    private func startEndingTimer() {
+        endingTimer = loop.schedule(at: EventLoop.now() + Self.endingGrace) { [weak self] in self?.finish() }
     }
 
     /// The idle timer fired: the connection ends if nothing moved since, else the timer waits
