@@ -3,7 +3,7 @@
 # echo API: the time to open a connection, each message's round trip and the messages per second,
 # as ratios to nginx's.
 #
-#   bench/websocket.sh [CONNECTIONS] [MESSAGES] [SIZE] [ROUNDS]    (defaults: 100 200 256 3)
+#   bench/websocket.sh [CONNECTIONS] [MESSAGES] [SIZE] [ROUNDS] [HELD]    (defaults: 100 200 256 3 1000)
 #
 # Starts a throwaway PostgreSQL, oidc-provider-mock, the echo API bench/ws_upstream.py, a
 # TokenGate with that API (`websocket: true`) and an nginx (one worker, the fields TokenGate
@@ -17,7 +17,8 @@
 # messages per second, and the proxy's CPU time per message (its /proc stat), medians over the rounds, with TokenGate's ratios to nginx. A round that
 # ran while builds ran (`swift-build`, `swift-frontend`) is marked. Then one more run each through
 # nginx (its worker) and TokenGate under `strace -c -f`: system calls per message (one message
-# each way, the echo), by call. TOKENGATE_BINARY=… measures
+# each way, the echo), by call. Last, HELD quiet WebSockets held open through each proxy: its
+# resident memory (VmRSS) while they are open, less before, per connection. TOKENGATE_BINARY=… measures
 # that build instead of this tree's release build. A short check: bench/websocket.sh 10 20 64 1.
 # Everything stops by itself; nothing leaves loopback.
 set -euo pipefail
@@ -27,6 +28,7 @@ connections=${1:-100}
 messages=${2:-200}
 size=${3:-256}
 rounds=${4:-3}
+held=${5:-1000}
 pin_server=${SERVER_CPUS-1} pin_load=${LOAD_CPUS-0}
 [ "$(nproc)" -ge 2 ] || { pin_server="" pin_load=""; }
 export SERVER_CPUS=$pin_server LOAD_CPUS=$pin_load
@@ -48,7 +50,7 @@ database_url=$(bench_database "$work" 25933)
 on_load_cpus python3 bench/ws_upstream.py $UPSTREAM_PORT >"$work/upstream.log" 2>&1 &
 pids+=($!)
 start_provider "$work" $MOCK_PORT
-bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "connection_limit: $((connections * 2 + 64))" \
+bench_configuration "$work/tokengate.yaml" $TG_PORT "$database_url" $MOCK_PORT "connection_limit: $(( (connections > held ? connections : held) * 2 + 64)), max_connections_per_ip: 0" \
     "name: ws, base_url: \"http://127.0.0.1:$UPSTREAM_PORT\", provider: mock, websocket: true, timeout_seconds: 30"
 start_tokengate "$work" $TG_PORT
 # nginx's fields as TokenGate's, without the keep-alive ones (an upgrade needs its own connection).
@@ -125,6 +127,24 @@ syscalls() {
 }
 syscall_lines=$(syscalls nginx "$nginx_worker" $NGINX_PORT /echo ""; syscalls tokengate "$tg_pid" $TG_PORT /api/ws/echo "$token")
 
+rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# held NAME PID PORT PATH TOKEN: "NAME KiB per connection (before KiB, held KiB)" with HELD open.
+held() {
+    local name=$1 pid=$2 before during fifo="$work/held.$1"
+    before=$(rss "$pid")
+    mkfifo "$fifo"
+    on_load_cpus python3 bench/ws_client.py "$3" "$4" "$5" "$held" 0 0 4 >"$fifo" &
+    local client=$!
+    read -r _ opened <"$fifo" || opened=0
+    sleep 1
+    during=$(rss "$pid")
+    wait "$client" 2>/dev/null || true
+    rm -f "$fifo"
+    awk -v n="$name" -v b="$before" -v d="$during" -v o="$opened" \
+        'BEGIN { printf "%-10s %5d held: %6.1f KiB each (resident %d KiB before, %d KiB held)\n", n, o, (o > 0) ? (d - b) / o : 0, b, d }'
+}
+held_lines=$(held nginx "$nginx_worker" $NGINX_PORT /echo ""; held tokengate "$tg_pid" $TG_PORT /api/ws/echo "$token")
+
 echo "WebSocket: $connections connections at once x $messages messages of $size bytes, each after the last one's echo; $rounds round(s); servers on cpu ${SERVER_CPUS:-any}, API and client on cpu ${LOAD_CPUS:-any}."
 printf '%-10s %12s %12s %12s %14s %12s %9s %9s %10s\n' target open_p50_ms rtt_p50_ms rtt_p99_ms messages_per_s cpu_us_per_msg \
     messages failures contended
@@ -138,6 +158,8 @@ echo "TokenGate / nginx: open p50 $(ratio 1)x; round trip p50 $(ratio 2)x, p99 $
 echo "(the Python client and API on one core cap the messages per second of every target alike: the CPU the proxy spent per message, on its own core, is what tells the proxies apart)"
 echo "system calls per message, both ways (strace -c -f, one run each; opening and closing included):"
 echo "$syscall_lines"
+echo "memory per quiet WebSocket held open ($held at once):"
+echo "$held_lines"
 failed=$(cat "$work/direct" "$work/nginx" "$work/tokengate" | awk '{ s += $6 } END { print s + 0 }')
 if grep -qiE '"level":"(error|critical)"' "$work/tg.log"; then
     echo "TokenGate logged errors:"; grep -iE '"level":"(error|critical)"' "$work/tg.log" | tail -5

@@ -1,12 +1,14 @@
 """The app side of bench/websocket.sh: CONNECTIONS WebSockets at once, each sending MESSAGES
 messages of SIZE bytes one after another and waiting for each echo.
 
-    python3 bench/ws_client.py PORT PATH TOKEN CONNECTIONS MESSAGES SIZE
+    python3 bench/ws_client.py PORT PATH TOKEN CONNECTIONS MESSAGES SIZE [HOLD_SECONDS]
 
 Opens every connection (`Authorization: Bearer TOKEN`; an empty TOKEN sends none), then each
 sends a masked binary frame, reads its echo, and sends the next. Per message, the round trip
 (written to echo read, CLOCK_MONOTONIC). Prints one line:
 `open_p50_ms rtt_p50_ms rtt_p99_ms messages_per_second messages failures`.
+With MESSAGES 0, it only opens the connections, prints `opened N` once all are open, holds them
+HOLD_SECONDS (default 5) without a byte, and closes them: for the proxy's memory per connection.
 """
 import asyncio
 import base64
@@ -84,6 +86,12 @@ async def main():
     opened = await asyncio.gather(*(connect(port, path, token, opens) for _ in range(connections)), return_exceptions=True)
     sockets = [pair for pair in opened if not isinstance(pair, BaseException)]
     failures = connections - len(sockets)
+    if messages == 0:
+        print(f"opened {len(sockets)}", flush=True)
+        await asyncio.sleep(float(sys.argv[7]) if len(sys.argv) > 7 else 5)
+        for _, writer in sockets:
+            writer.close()
+        return
     started = time.monotonic()
     results = await asyncio.gather(*(talk(r, w, messages, size, rtts) for r, w in sockets), return_exceptions=True)
     elapsed = time.monotonic() - started

@@ -239,6 +239,38 @@ import Testing
         }
     }
 
+    /// The other ways a session ends reach a WebSocket as they reach a stream: a back-channel
+    /// logout, and an account removed (its grant revoked); the metric counts each end.
+    @Test func aBackChannelLogoutAndARemovedAccountCloseTheirWebSocketsWith1008() async throws {
+        try await Self.run { h, api in
+            let alice = try await h.logIn(as: "alice")
+            let aliceToken = try #require(alice["access_token"] as? String)
+            let bob = try await h.logIn(as: "bob")
+            let bobToken = try #require(bob["access_token"] as? String)
+            let bobAccount = try #require((bob["account"] as? [String: Any])?["id"] as? String)
+            let alices = try await Self.openEcho(h.baseURL, token: aliceToken)
+            let bobs = try await Self.openEcho(h.baseURL, token: bobToken)
+
+            var started = ContinuousClock.now
+            let sid = try #require(h.fake.sessionIDs(of: "alice").first)
+            let logout = try await h.post(
+                "/auth/backchannel-logout/fake",
+                form: [("logout_token", try h.fake.logoutToken(subject: "alice", sessionID: sid))]
+            )
+            #expect(logout.status == 200)
+            try await Self.expectClosedByTheGateway(alices, code: 1008, since: started)
+            #expect(try await Self.exchange(bobs, .text("bob goes on")) == .text("bob goes on"))
+
+            started = ContinuousClock.now
+            #expect(try await h.delete("/auth/accounts/\(bobAccount)", bearer: bobToken).status == 204)
+            try await Self.expectClosedByTheGateway(bobs, code: 1008, since: started)
+            try await eventually("the API got both close frames") { api.closesReceived.map(\.code) == [1008, 1008] }
+            let samples = try await MetricsTests.parse(try await h.scrapeMetrics())
+            #expect(MetricsTests.value(samples, "tokengate_proxy_streams_ended_total", ["cause": "session_ended"]) == 2)
+            #expect(MetricsTests.value(samples, "tokengate_proxy_streams_open") == 0)
+        }
+    }
+
     @Test func aSessionEndMidFrameLetsTheFrameFinishBeforeTheAPIGetsItsCloseFrame() async throws {
         try await Self.run { h, api in
             let token = try #require(try await h.logIn()["access_token"] as? String)
