@@ -47,9 +47,6 @@ public final class UpgradedConnection: @unchecked Sendable {
         if flags >= 0, flags & O_NONBLOCK == 0 { _ = fcntl(socket, F_SETFL, flags | O_NONBLOCK) }
     }
 
-    /// Whether ``close()`` has not been called yet.
-    public var isOpen: Bool { handle != nil }
-
     /// Hands the connection back to the server to close (its request completes then). Once;
     /// later calls do nothing.
     public func close() {

@@ -27,15 +27,8 @@ extension ProxyCall {
     }
 
     private func upgrade(on tunnel: UpstreamTunnel, token: String) {
-        let lines = ProxyHeaders.requestLines(
-            request.fields,
-            clientAddress: clientAddress,
-            requestID: requestID,
-            extra: upstream.extraFields,
-            extraLines: upstream.extraLines,
-            forwardedLines: proxy.forwardedLines
-        )
-        guard let bytes = WebSocketHandshake.upstreamRequest(path: upstreamPath(), authority: upstream.authority, lines: lines, token: token)
+        guard
+            let bytes = WebSocketHandshake.upstreamRequest(path: upstreamPath(), authority: upstream.authority, lines: requestLines(), token: token)
         else {
             tunnel.close()
             responder.fail(ProxyError.unusableToken)

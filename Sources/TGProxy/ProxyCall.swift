@@ -100,14 +100,7 @@ final class ProxyCall: @unchecked Sendable {
                     scheme: upstream.scheme,
                     authority: upstream.authority,
                     path: upstreamPath(),
-                    headers: ProxyHeaders.requestLines(
-                        request.fields,
-                        clientAddress: clientAddress,
-                        requestID: requestID,
-                        extra: upstream.extraFields,
-                        extraLines: upstream.extraLines,
-                        forwardedLines: proxy.forwardedLines
-                    ),
+                    headers: requestLines(),
                     sharedHeaders: credential.bearer
                 ),
                 body: upload.body,
@@ -125,6 +118,18 @@ final class ProxyCall: @unchecked Sendable {
         self.fromMemory = fromMemory
         // One capture, the call itself: no context to allocate.
         exchange.onHead = { self.headArrived($0) }
+    }
+
+    /// The call's header lines but the token's (``ProxyHeaders/requestLines(_:clientAddress:requestID:extra:extraLines:forwardedLines:)``).
+    func requestLines() -> HeaderLines {
+        ProxyHeaders.requestLines(
+            request.fields,
+            clientAddress: clientAddress,
+            requestID: requestID,
+            extra: upstream.extraFields,
+            extraLines: upstream.extraLines,
+            forwardedLines: proxy.forwardedLines
+        )
     }
 
     /// `{base path}{path}?{query}`.
